@@ -1,0 +1,154 @@
+"""The `toolkit` command line. User errors print without a traceback and exit 1."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from toolkit.errors import ToolkitError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Fine-tune encoders and decoders to extract clauses and entities: check data, import/export, train, serve.",
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+@app.command()
+def check(
+    files: Annotated[list[Path], typer.Argument(help="Span JSONL files (e.g. train.jsonl dev.jsonl: leakage between them is checked).")],
+    labels: Annotated[Optional[str], typer.Option(help="Allowed labels: 'A,B,C' or a file with one label a line.")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(help="Fast tokenizer (hub id or path) for token statistics. Default: the default encoder.")] = None,
+    no_tokenizer: Annotated[bool, typer.Option("--no-tokenizer", help="Skip token statistics.")] = False,
+    max_length: Annotated[Optional[int], typer.Option(help="Model max length in tokens (default: the tokenizer's).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (every problem included).")] = False,
+    strict: Annotated[bool, typer.Option(help="Exit 1 on warnings too.")] = False,
+    max_problems: Annotated[int, typer.Option(help="Problems listed in the text report.")] = 100,
+) -> None:
+    """Validate span files and describe them. Exit 0 when clean, 1 when problems are found."""
+    from toolkit.check import render_check, run_check
+    from toolkit.labels import parse_label_set
+    from toolkit.models import default_encoder
+
+    tok = None if no_tokenizer else (tokenizer or default_encoder())
+    result = run_check(files, parse_label_set(labels), tok, max_length)
+    if as_json:
+        print(json.dumps(result.report, indent=2, ensure_ascii=False))
+    else:
+        render_check(result, console, max_problems)
+    raise typer.Exit(result.exit_code(strict))
+
+
+def _print_log(log, out: Optional[Path], as_json: bool) -> None:
+    summary = log.summary()
+    if as_json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        return
+    console.print(
+        f"{summary['format']}: {summary['documents']} documents, {summary['spans']} spans written"
+        + (f" to {out}" if out else "")
+        + f"; left out: {summary['documents_dropped']} documents, {summary['spans_dropped']} spans."
+    )
+    for what, n in summary["ignored"].items():
+        console.print(f"Not imported (outside the span model): {n} {what}")
+    by_kind = summary["problems"]["by_kind"]
+    if by_kind:
+        table = Table("kind", "count", "first example", title="Reported")
+        for kind, n in by_kind.items():
+            first = next(p for p in log.problems if p.kind == kind)
+            table.add_row(kind, str(n), escape(first.render()[:160]))
+        console.print(table)
+
+
+@app.command("import")
+def import_(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="conll | brat | pubtator | cuad | labelstudio | docbin | jsonl")],
+    sources: Annotated[list[Path], typer.Argument(help="Source files or directories (cuad: master_clauses.csv then the .txt directory).")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output span JSONL.")],
+    scheme: Annotated[Optional[str], typer.Option(help="conll: auto | iob1 | iob2 | bioes | bilou.")] = None,
+    discontinuous: Annotated[Optional[str], typer.Option(help="brat: report (leave out, listed) | split (one span per fragment).")] = None,
+    text_key: Annotated[Optional[str], typer.Option(help="labelstudio: the task data field holding the text.")] = None,
+    spans_key: Annotated[Optional[str], typer.Option(help="docbin: read only doc.spans[KEY] (and doc.ents).")] = None,
+    map_label: Annotated[Optional[list[str]], typer.Option(help="OLD=NEW, repeatable; OLD= drops the label.")] = None,
+    holdout: Annotated[Optional[list[Path]], typer.Option(help="Files of another split: documents also there are left out (leakage).")] = None,
+    report: Annotated[Optional[Path], typer.Option(help="Write the full import report (every problem) as JSON.")] = None,
+    strict: Annotated[bool, typer.Option(help="Exit 1 when anything was left out or reported.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Convert annotations to span JSONL. Everything left out is counted and listed."""
+    from toolkit.importers import parse_label_map, run_import
+
+    options = {"scheme": scheme, "discontinuous": discontinuous, "text_key": text_key, "spans_key": spans_key}
+    _, log = run_import(fmt, sources, out, options, parse_label_map(map_label or []), holdout)
+    if report:
+        report.write_text(json.dumps(log.summary(), indent=2, ensure_ascii=False), encoding="utf-8")
+    _print_log(log, out, as_json)
+    errors = sum(p.severity == "error" for p in log.problems)
+    raise typer.Exit(1 if errors or (strict and log.problems) else 0)
+
+
+@app.command("export-data")
+def export_data(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="conll | brat | pubtator | labelstudio | docbin")],
+    files: Annotated[list[Path], typer.Argument(help="Span JSONL files.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output file (brat: a directory).")],
+    scheme: Annotated[Optional[str], typer.Option(help="conll: iob1 | iob2 | bioes | bilou (default iob2).")] = None,
+    spans_key: Annotated[Optional[str], typer.Option(help="docbin: the doc.spans key (default sc).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Write span JSONL in another format; what the format cannot hold is reported."""
+    from toolkit.importers import run_export, run_import
+
+    records, read_log = run_import("jsonl", files, None)
+    if read_log.documents_dropped or read_log.spans_dropped:
+        raise ToolkitError(
+            f"{read_log.documents_dropped} records and {read_log.spans_dropped} spans of the input are invalid",
+            fix=f"run `toolkit check {' '.join(map(str, files))}` and fix them first",
+        )
+    log = run_export(fmt, records, out, {"scheme": scheme, "spans_key": spans_key})
+    _print_log(log, out, as_json)
+
+
+@app.command()
+def schema(
+    write: Annotated[Optional[Path], typer.Option(help="Write the JSON Schema files into this directory.")] = None,
+) -> None:
+    """Print (or write) the JSON Schema of the span record."""
+    from toolkit.schema import json_schemas, write_json_schemas
+
+    if write:
+        for path in write_json_schemas(write):
+            console.print(f"wrote {path}")
+        return
+    print(json.dumps(json_schemas(), indent=2, ensure_ascii=False))
+
+
+@app.command()
+def demo(
+    workdir: Annotated[Path, typer.Option(help="Where the demo writes its outputs.")] = Path("runs/demo"),
+) -> None:
+    """The main job on the embedded sample: check the data, then import/export round trips."""
+    from toolkit.demo import run_demo
+
+    raise typer.Exit(run_demo(workdir, console))
+
+
+def main() -> None:
+    try:
+        app()
+    except ToolkitError as exc:
+        err_console.print(f"[bold red]error:[/bold red] {escape(exc.render())}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)

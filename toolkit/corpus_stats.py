@@ -1,0 +1,92 @@
+"""Corpus statistics for `toolkit check`, accumulated one record at a time."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from statistics import mean
+
+from toolkit.spans import flat_loss, overlap_counts, per_label_loss
+from toolkit.tokenization import TokenOffsets
+
+
+def distribution(values: list[int]) -> dict[str, float | int]:
+    """min / median / p90 / p99 / max / mean of a list of lengths (nearest-rank percentiles)."""
+    if not values:
+        return {"count": 0}
+    ordered = sorted(values)
+
+    def pct(q: float) -> int:
+        return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
+
+    return {
+        "count": len(ordered),
+        "min": ordered[0],
+        "median": pct(0.5),
+        "p90": pct(0.9),
+        "p99": pct(0.99),
+        "max": ordered[-1],
+        "mean": round(mean(ordered), 1),
+    }
+
+
+@dataclass
+class CorpusStats:
+    """Running counts; `add` takes one document's valid spans and, optionally, its token offsets."""
+
+    max_length: int | None = None
+    documents: int = 0
+    labels: Counter = field(default_factory=Counter)
+    doc_chars: list[int] = field(default_factory=list)
+    doc_tokens: list[int] = field(default_factory=list)
+    span_chars: list[int] = field(default_factory=list)
+    span_tokens: list[int] = field(default_factory=list)
+    over_max_length: list[str] = field(default_factory=list)
+    misaligned_spans: int = 0
+    overlaps: Counter = field(default_factory=Counter)
+    flat_bio_loss: int = 0
+    per_label_bio_loss: int = 0
+    docs_without_spans: int = 0
+
+    def add(self, doc_id: str, text: str, spans: list, tokens: TokenOffsets | None = None, special_tokens: int = 0) -> None:
+        self.documents += 1
+        self.doc_chars.append(len(text))
+        if not spans:
+            self.docs_without_spans += 1
+        for s in spans:
+            self.labels[s.label] += 1
+            self.span_chars.append(s.end - s.start)
+        if tokens is not None:
+            n_tokens = len(tokens)
+            self.doc_tokens.append(n_tokens)
+            if self.max_length is not None and n_tokens + special_tokens > self.max_length:
+                self.over_max_length.append(doc_id)
+            for s in spans:
+                self.span_tokens.append(tokens.span_tokens(s.start, s.end))
+                if not tokens.aligned(s.start, s.end):
+                    self.misaligned_spans += 1
+        self.overlaps.update(overlap_counts(spans))
+        self.flat_bio_loss += flat_loss(spans)
+        self.per_label_bio_loss += per_label_loss(spans)
+
+    def to_dict(self, list_limit: int = 20) -> dict:
+        spans = sum(self.labels.values())
+        return {
+            "documents": self.documents,
+            "documents_without_spans": self.docs_without_spans,
+            "spans": spans,
+            "labels": dict(self.labels.most_common()),
+            "doc_chars": distribution(self.doc_chars),
+            "doc_tokens": distribution(self.doc_tokens),
+            "span_chars": distribution(self.span_chars),
+            "span_tokens": distribution(self.span_tokens),
+            "max_length": self.max_length,
+            "docs_over_max_length": {"count": len(self.over_max_length), "ids": self.over_max_length[:list_limit]},
+            "spans_misaligned_with_tokens": self.misaligned_spans,
+            "overlaps": {
+                "spans_overlapping": self.overlaps.get("spans_overlapping", 0),
+                "pairs": {k: self.overlaps.get(k, 0) for k in ("identical_extent", "duplicate", "nested", "crossing")},
+                "flat_bio_loss": self.flat_bio_loss,
+                "per_label_bio_loss": self.per_label_bio_loss,
+            },
+        }
