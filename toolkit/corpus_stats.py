@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from statistics import mean
@@ -17,7 +18,7 @@ def distribution(values: list[int]) -> dict[str, float | int]:
     ordered = sorted(values)
 
     def pct(q: float) -> int:
-        return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
+        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
     return {
         "count": len(ordered),

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# ../shared/data beside the checkout (DEVELOPERS.md); TOOLKIT_SHARED_DATA overrides.
+SHARED_DATA = Path(os.environ.get("TOOLKIT_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not (SHARED_DATA / "README.md").is_file():
+        pytest.skip(f"public data not found at {SHARED_DATA} (set TOOLKIT_SHARED_DATA to its location)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer_dir(tmp_path_factory) -> Path:
+    """A BERT-style fast tokenizer trained on the fly (whitespace words, [CLS]/[SEP])."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    corpus = ["aa bb cc dd ee ff", "Either party may terminate on thirty days notice.", "Aspirin relieved the migraine."]
+    tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]", model_max_length=64)
+    out = tmp_path_factory.mktemp("tiny_tokenizer")
+    fast.save_pretrained(out)
+    return out

@@ -1,0 +1,69 @@
+import json
+import subprocess
+import sys
+
+from toolkit.check import run_check
+from toolkit.corpus_stats import distribution
+from toolkit.sample import SAMPLE_FILES
+from toolkit.tokenization import TokenOffsets
+
+
+def write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_distribution_nearest_rank():
+    d = distribution(list(range(1, 101)))
+    assert (d["min"], d["median"], d["p90"], d["p99"], d["max"], d["mean"]) == (1, 50, 90, 99, 100, 50.5)
+    assert distribution([]) == {"count": 0}
+
+
+def test_report_on_hand_built_corpus(tmp_path):
+    f = write(tmp_path / "c.jsonl", [
+        {"id": "1", "text": "Either party may terminate on thirty days notice.", "spans": [
+            {"start": 0, "end": 49, "label": "Termination"},
+            {"start": 30, "end": 48, "label": "Notice Period"},
+            {"start": 0, "end": 49, "label": "Renewal"},
+        ]},
+        {"id": "2", "text": "No clauses here.", "spans": []},
+    ])
+    result = run_check([f])
+    r = result.report
+    assert result.exit_code() == 0
+    assert (r["documents"], r["spans"], r["documents_without_spans"]) == (2, 3, 1)
+    assert r["labels"] == {"Termination": 1, "Notice Period": 1, "Renewal": 1}
+    assert r["overlaps"]["pairs"] == {"identical_extent": 1, "duplicate": 0, "nested": 2, "crossing": 0}
+    assert r["overlaps"]["flat_bio_loss"] == 2 and r["overlaps"]["per_label_bio_loss"] == 0
+    assert r["doc_chars"]["max"] == 49 and r["span_chars"]["min"] == 18
+    assert r["doc_tokens"] == {"count": 0}  # no tokenizer given
+
+
+def test_token_statistics_with_a_real_fast_tokenizer(tmp_path, tiny_tokenizer_dir):
+    f = write(tmp_path / "c.jsonl", [{"id": "1", "text": "aa bb cc dd ee ff", "spans": [{"start": 3, "end": 8, "label": "X"}, {"start": 4, "end": 8, "label": "Y"}]}])
+    r = run_check([f], tokenizer=str(tiny_tokenizer_dir), max_length=6).report
+    assert r["doc_tokens"]["max"] == 6
+    assert r["span_tokens"]["max"] == 2
+    assert r["docs_over_max_length"] == {"count": 1, "ids": ["1"]}  # 6 tokens + [CLS] [SEP] > 6
+    assert r["spans_misaligned_with_tokens"] == 1  # "b cc" starts inside "bb"
+
+
+def test_token_offsets_arithmetic():
+    t = TokenOffsets([0, 3, 6], [2, 5, 8])
+    assert t.span_tokens(0, 8) == 3 and t.span_tokens(4, 5) == 1 and t.span_tokens(2, 3) == 0
+    assert t.aligned(3, 8) and not t.aligned(4, 8)
+
+
+def test_sample_is_clean():
+    for train, dev in SAMPLE_FILES.values():
+        result = run_check([train, dev])
+        assert result.problems == []
+
+
+def test_cli_json_output_lists_every_problem(tmp_path):
+    bad = write(tmp_path / "bad.jsonl", [{"id": str(i), "text": f"abc {i}", "spans": [{"start": 0, "end": 9, "label": "X"}]} for i in range(150)])
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "check", str(bad), "--no-tokenizer", "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["problems"]["errors"] == 150 and len(report["problems"]["items"]) == 150
+    assert report["files"][0]["spans_rejected"] == 150
