@@ -113,7 +113,8 @@ def render_check(result: CheckResult, console: Console, max_problems: int = 100)
     if r["tokenizer"]:
         over = r["docs_over_max_length"]
         console.print(
-            f"Tokenizer: {r['tokenizer']}\n"
+            f"Tokenizer: {r['tokenizer']}", soft_wrap=True, highlight=False)
+        console.print(
             f"Documents longer than max length {r['max_length']}: {over['count']}"
             + (" (they will be split into sliding windows, never truncated)" if over["count"] else "")
         )
