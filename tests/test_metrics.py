@@ -1,0 +1,67 @@
+import pytest
+
+from toolkit.metrics import count_document, jaccard, score, word_set
+from toolkit.schema import Span
+
+TEXT = "The tenant shall pay rent monthly. Either party may terminate."
+
+
+def at(phrase, label):
+    start = TEXT.index(phrase)
+    return Span(start=start, end=start + len(phrase), label=label)
+
+
+GOLD = [at("pay rent monthly", "Pay"), at("Either party may terminate", "Term")]
+PRED = [at("pay rent monthly", "Pay"), at("party may terminate", "Term"), at("The tenant", "Pay")]
+
+
+def test_exact_values_on_a_hand_built_case():
+    m = score([TEXT], [GOLD], [PRED], tolerances=[1], bootstrap=0)
+    s = m["summary"]
+    assert s["span_precision"] == pytest.approx(1 / 3, abs=1e-4)
+    assert s["span_recall"] == 0.5
+    assert s["span_f1"] == 0.4
+    assert s["jaccard_precision"] == pytest.approx(2 / 3, abs=1e-4)
+    assert s["jaccard_recall"] == 1.0 and s["jaccard_f1"] == 0.8
+    assert (s["boundary_start_recall"], s["boundary_end_recall"], s["boundary_both_recall"]) == (0.5, 1.0, 0.5)
+    assert (s["boundary_start_within_1_recall"], s["boundary_both_within_1_recall"]) == (1.0, 1.0)
+    assert s["seqeval_precision"] == pytest.approx(1 / 3, abs=1e-4) and s["seqeval_recall"] == 0.5
+    assert m["per_label"]["Pay"] == {"support": 1, "predicted": 2, "precision": 0.5, "recall": 1.0, "f1": 0.6667, "jaccard_recall": 1.0, "jaccard_f1": 0.6667}
+    assert m["per_label"]["Term"]["f1"] == 0.0
+    assert s["span_macro_f1"] == pytest.approx(0.3333, abs=1e-4)
+    assert m["length_buckets"] == [{"words": "3-5", "gold": 2, "recall": 0.5, "jaccard_recall": 1.0}]
+    assert m["counts"] == {"documents": 1, "gold_spans": 2, "predicted_spans": 3}
+
+
+def test_label_must_match():
+    m = score([TEXT], [GOLD], [[Span(start=s.start, end=s.end, label="Other") for s in GOLD]], bootstrap=0)
+    assert m["summary"]["span_f1"] == 0 and m["summary"]["boundary_start_recall"] == 0 and m["summary"]["jaccard_recall"] == 0
+
+
+def test_perfect_and_empty():
+    assert score([TEXT], [GOLD], [GOLD], bootstrap=0)["summary"]["span_f1"] == 1.0
+    m = score([TEXT], [[]], [[]], bootstrap=0)
+    assert m["summary"]["span_f1"] == 0.0 and m["counts"]["gold_spans"] == 0
+
+
+def test_jaccard_normalises_case_and_punctuation():
+    assert word_set("The Tenant, shall!") == {"the", "tenant", "shall"}
+    assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
+
+
+def test_jaccard_matching_is_one_to_one():
+    gold = [at("pay rent monthly", "Pay")]
+    pred = [at("pay rent monthly", "Pay"), at("pay rent", "Pay")]
+    c = count_document(TEXT, gold, pred)
+    assert sum(c.jaccard_tp.values()) == 1
+
+
+def test_bootstrap_interval_contains_the_point_and_varies_over_documents():
+    texts = [TEXT] * 20
+    golds = [GOLD] * 20
+    preds = [PRED if i % 2 else GOLD for i in range(20)]
+    m = score(texts, golds, preds, bootstrap=500, seed=1)
+    lo, hi = m["ci95"]["span_f1"]
+    assert lo <= m["summary"]["span_f1"] <= hi and lo < hi
+    single = score([TEXT], [GOLD], [PRED], bootstrap=200)
+    assert single["ci95"]["span_f1"] == [0.4, 0.4]

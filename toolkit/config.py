@@ -1,0 +1,234 @@
+"""Recipes: strict, typed configuration read from YAML.
+
+One recipe file is one run, or one sweep when it has a `sweep:` block. Unknown
+keys fail with their key path; every error is reported at once. `key=value`
+overrides on the command line use the same dotted paths (`train.learning_rate=2e-5`).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from toolkit.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(_Strict):
+    train: str = Field(description="Span JSONL for training (path, or sample:NAME for the embedded sample).")
+    dev: str = Field(description="Span JSONL for the dev metric and early stopping. Never the test split.")
+    labels: list[str] | None = Field(default=None, description="Labels to learn; spans of other labels are left out (counted). Default: every label in train.")
+    max_train_docs: int | None = Field(default=None, ge=1)
+    max_dev_docs: int | None = Field(default=None, ge=1)
+
+
+class DropoutConfig(_Strict):
+    """None keeps the pretrained model's value."""
+
+    hidden: float | None = Field(default=None, ge=0, lt=1, description="Residual/hidden dropout (BERT hidden_dropout_prob).")
+    attention: float | None = Field(default=None, ge=0, lt=1, description="Attention-probability dropout.")
+    classifier: float | None = Field(default=None, ge=0, lt=1, description="Dropout before the token-classification head.")
+    embedding: float = Field(default=0.0, ge=0, lt=1, description="Extra dropout on the token-embedding output, separate from the others.")
+
+
+class LoraConfigModel(_Strict):
+    enabled: bool = False
+    r: int = Field(default=8, ge=1)
+    alpha: int = Field(default=16, ge=1)
+    dropout: float = Field(default=0.1, ge=0, lt=1)
+    target_modules: list[str] | None = Field(default=None, description="Module names to adapt; None lets peft choose for the architecture.")
+
+
+class ModelConfig(_Strict):
+    name: str = Field(default="default", description="Hub id or local path; 'default' is the offline MiniLM encoder.")
+    max_length: int = Field(default=256, ge=16, description="Tokens per window, special tokens included.")
+    stride: int = Field(default=64, ge=0, description="Tokens shared by consecutive windows.")
+    label_all_subtokens: bool = Field(default=False, description="Train on every sub-token (True) or the first of each word only.")
+    multi_label: bool = Field(default=False, description="Independent B/I outputs per label (sigmoid), so overlapping spans can be learned.")
+    dropout: DropoutConfig = Field(default_factory=DropoutConfig)
+    lora: LoraConfigModel = Field(default_factory=LoraConfigModel)
+
+    @model_validator(mode="after")
+    def _stride_fits(self) -> "ModelConfig":
+        if self.stride >= self.max_length // 2:
+            raise ValueError(f"stride {self.stride} must be under half of max_length {self.max_length}")
+        return self
+
+
+class WindowsConfig(_Strict):
+    negative_ratio: float | None = Field(
+        default=None, ge=0, description="Keep this many windows without spans per window with spans (training only). None keeps all."
+    )
+
+
+class TrainConfig(_Strict):
+    learning_rate: float = Field(default=5e-5, gt=0)
+    epochs: float = Field(default=3, gt=0)
+    max_steps: int = Field(default=-1, description="Stop after this many optimizer steps (-1: by epochs).")
+    batch_size: int = Field(default=8, ge=1)
+    eval_batch_size: int = Field(default=16, ge=1)
+    gradient_accumulation: int = Field(default=1, ge=1)
+    warmup_ratio: float = Field(default=0.1, ge=0, lt=1)
+    weight_decay: float = Field(default=0.01, ge=0)
+    class_weights: Literal["none", "balanced"] | dict[str, float] = Field(default="none", description="Loss weights for rare labels.")
+    early_stopping_patience: int | None = Field(default=None, ge=1, description="Evaluations without dev improvement before stopping.")
+    eval_every: Literal["epoch"] | int = Field(default="epoch", description="'epoch' or a number of steps.")
+    logging_steps: int = Field(default=10, ge=1)
+    save_total_limit: int = Field(default=2, ge=1)
+    group_by_length: bool = True
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(default="auto", description="auto: bf16 on CUDA devices that support it, else fp32.")
+
+
+class EvalConfig(_Strict):
+    boundary_tolerance: list[int] = Field(default=[1, 3], description="k for boundary recall within +/-k tokens.")
+    bootstrap: int = Field(default=1000, ge=0, description="Bootstrap resamples over documents for 95% CIs (0: none).")
+    jaccard_threshold: float = Field(default=0.5, gt=0, le=1)
+
+
+class FloatRange(_Strict):
+    low: float
+    high: float
+    log: bool = False
+
+
+class SweepConfig(_Strict):
+    method: Literal["grid", "optuna"] = "grid"
+    params: dict[str, list[Any] | FloatRange] = Field(description="Dotted config key -> values (grid, optuna) or {low, high, log} (optuna).")
+    n_trials: int | None = Field(default=None, ge=1, description="Optuna trials (required for method: optuna).")
+    metric: str = Field(default="span_f1", description="Dev metric to maximise (a key of metrics.json 'summary').")
+
+    @model_validator(mode="after")
+    def _check(self) -> "SweepConfig":
+        if self.method == "optuna" and self.n_trials is None:
+            raise ValueError("method: optuna needs n_trials")
+        if self.method == "grid":
+            ranged = [k for k, v in self.params.items() if isinstance(v, FloatRange)]
+            if ranged:
+                raise ValueError(f"grid needs lists of values; {ranged} are ranges (use method: optuna)")
+        return self
+
+
+class Recipe(_Strict):
+    task: Literal["token_classification"]
+    name: str = Field(description="Run name; the run directory is <output_dir>/<name>.")
+    seed: int = 13
+    output_dir: str = Field(default="runs", description="Where run directories go.")
+    data: DataConfig
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    windows: WindowsConfig = Field(default_factory=WindowsConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    sweep: SweepConfig | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if not v or any(c in v for c in "/\\") or v.startswith("."):
+            raise ValueError("name must be a plain directory name (no slashes)")
+        return v
+
+    @model_validator(mode="after")
+    def _sweep_keys_exist(self) -> "Recipe":
+        if self.sweep is not None:
+            data = self.model_dump()
+            for key in self.sweep.params:
+                node: Any = data
+                for part in key.split("."):
+                    if not isinstance(node, dict) or part not in node:
+                        raise ValueError(f"sweep.params key {key!r} is not a config key")
+                    node = node[part]
+        return self
+
+
+def _format_errors(exc: ValidationError, source: str) -> ConfigError:
+    lines = []
+    for err in exc.errors(include_url=False):
+        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            fix = "remove it or check its spelling (see the recipes in recipes/ for valid keys)"
+        elif err["type"] == "missing":
+            fix = "add it"
+        else:
+            fix = "correct the value"
+        lines.append(f"  {path}: {err['msg']} (got {err.get('input')!r}); fix: {fix}")
+    return ConfigError(f"{source}: {len(lines)} config error(s)\n" + "\n".join(lines), fix="edit the recipe or the key=value override")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'train.learning_rate=2e-5' -> ('train.learning_rate', 2e-05); values are parsed as YAML."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {text!r} is not key=value", fix="e.g. train.learning_rate=2e-5")
+    return key.strip(), (_yaml(raw) if raw != "" else None)
+
+
+def set_dotted(data: dict, key: str, value: Any) -> None:
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads 2e-5 (no dot) as a string; resolve floats the YAML 1.2 way."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)$|^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*$|^[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?$"),
+    list("-+0123456789."),
+)
+
+
+def _yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+def load_recipe(path: Path | str, overrides: list[str] | None = None) -> Recipe:
+    """Read, override and validate a recipe; raises ConfigError listing every problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such recipe", fix="pass a YAML file from recipes/ or your own")
+    try:
+        data = _yaml(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})", fix="fix the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a recipe is a YAML mapping", fix="see recipes/demo_mlm.yaml")
+    return recipe_from_dict(data, overrides, str(path))
+
+
+def recipe_from_dict(data: dict, overrides: list[str] | None = None, source: str = "recipe") -> Recipe:
+    data = copy.deepcopy(data)
+    for text in overrides or []:
+        key, value = parse_override(text)
+        set_dotted(data, key, value)
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise _format_errors(exc, source) from None
+
+
+def with_params(recipe: Recipe, params: dict[str, Any]) -> Recipe:
+    """A copy of `recipe` with dotted keys set (used by sweeps); validated again."""
+    data = recipe.model_dump()
+    data.pop("sweep", None)
+    for key, value in params.items():
+        set_dotted(data, key, value)
+    return recipe_from_dict(data, source=f"trial {params}")
+
+
+def dump_recipe(recipe: Recipe, path: Path) -> None:
+    """Save the resolved config (every default filled in) beside a run's outputs."""
+    path.write_text(yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False, allow_unicode=True), encoding="utf-8")
