@@ -34,3 +34,10 @@ def tiny_tokenizer_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny_tokenizer")
     fast.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    from tiny import make_tiny_bert
+
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))

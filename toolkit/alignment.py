@@ -83,19 +83,19 @@ def multi_label_targets(
     spans: Sequence[SpanLike],
     labels: Sequence[str],
     label_all_subtokens: bool = False,
-) -> list[list[float]]:
-    """Per token, 2 x len(labels) binary targets [B_l, I_l, ...]; IGNORE rows for masked tokens."""
+) -> list[list[int]]:
+    """Per token, one O/B/I id (0/1/2) for every label (an independent BIO layer per label);
+    IGNORE rows for masked tokens. Spans of one label must not overlap (use `representable`)."""
     index = {lb: i for i, lb in enumerate(labels)}
     roles = _token_roles(offsets, spans)
     mask = _trainable(word_ids, label_all_subtokens)
-    width = 2 * len(labels)
-    out: list[list[float]] = []
+    out: list[list[int]] = []
     for t, keep in enumerate(mask):
         if not keep:
-            out.append([float(IGNORE)] * width)
+            out.append([IGNORE] * len(labels))
             continue
-        row = [0.0] * width
+        row = [0] * len(labels)
         for label, role in roles[t]:
-            row[2 * index[label] + (0 if role == "B" else 1)] = 1.0
+            row[index[label]] = 1 if role == "B" else 2
         out.append(row)
     return out

@@ -120,6 +120,58 @@ def export_data(
 
 
 @app.command()
+def run(
+    recipe: Annotated[Path, typer.Argument(help="Recipe YAML (recipes/*.yaml).")],
+    overrides: Annotated[Optional[list[str]], typer.Argument(help="key=value overrides, e.g. train.learning_rate=2e-5")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate the recipe and data, show the plan, train nothing.")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Replace a finished run of the same name.")] = False,
+) -> None:
+    """Run a recipe: one training run, or a sweep when the recipe has a `sweep:` block."""
+    from toolkit.config import load_recipe
+    from toolkit.reporting import HEADLINE
+    from toolkit.runs import execute, prepare_run_dir, run_dir_for
+
+    cfg = load_recipe(recipe, overrides or [])
+    if cfg.sweep is not None:
+        from toolkit.sweep import run_sweep
+
+        summary = run_sweep(cfg, dry_run=dry_run, overwrite=overwrite)
+        console.print(summary)
+        return
+    run_dir = run_dir_for(cfg)
+    if not dry_run:
+        prepare_run_dir(run_dir, overwrite)
+    result = execute(cfg, run_dir, dry_run)
+    if result is None:
+        return
+    if dry_run:
+        print(json.dumps(result["plan"], indent=2))
+        return
+    table = Table("metric", "dev", "95% CI", title=f"{cfg.name} (run directory: {run_dir})")
+    for key, name in HEADLINE:
+        ci = result["ci95"].get(key)
+        table.add_row(name.format(t=cfg.eval.jaccard_threshold), f"{result['summary'][key]:.4f}", f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "")
+    console.print(table)
+    run_info = result["run"]
+    console.print(f"train {run_info['train_seconds']} s, {run_info['train_tokens_per_second']} tokens/s, peak RSS {run_info['peak_rss_mib']} MiB")
+
+
+@app.command("eval")
+def eval_(
+    run_path: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory made by `toolkit run`.")],
+    data: Annotated[str, typer.Option(help="Span JSONL to score on (or sample:NAME).")],
+    out: Annotated[Optional[Path], typer.Option(help="Output directory (default RUN/eval/<data name>).")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs.")] = 1000,
+) -> None:
+    """Score a trained run on any span file with the toolkit's one scorer."""
+    from toolkit.runs import evaluate_run, summary_line
+
+    metrics, where = evaluate_run(run_path, data, out, bootstrap)
+    console.print(summary_line(metrics))
+    console.print(f"wrote {where}/metrics.json, report.md, predictions.jsonl")
+
+
+@app.command()
 def schema(
     write: Annotated[Optional[Path], typer.Option(help="Write the JSON Schema files into this directory.")] = None,
 ) -> None:

@@ -52,7 +52,7 @@ class ModelConfig(_Strict):
     max_length: int = Field(default=256, ge=16, description="Tokens per window, special tokens included.")
     stride: int = Field(default=64, ge=0, description="Tokens shared by consecutive windows.")
     label_all_subtokens: bool = Field(default=False, description="Train on every sub-token (True) or the first of each word only.")
-    multi_label: bool = Field(default=False, description="Independent B/I outputs per label (sigmoid), so overlapping spans can be learned.")
+    multi_label: bool = Field(default=False, description="An independent O/B/I layer per label, so spans of different labels may overlap (CUAD).")
     dropout: DropoutConfig = Field(default_factory=DropoutConfig)
     lora: LoraConfigModel = Field(default_factory=LoraConfigModel)
 

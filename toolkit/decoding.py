@@ -58,19 +58,22 @@ def stitch_windows(windows: Sequence[WindowScores]) -> tuple[list[tuple[int, int
     return keys, [best[k][1] for k in keys], np.stack([best[k][2] for k in keys])
 
 
-def _word_level(word_ids: Sequence[int | None], label_all_subtokens: bool) -> list[int]:
-    """Index of the token whose prediction each token uses: itself, or its word's first sub-token."""
-    src, first_of_word, prev = [], 0, object()
+def _groups(word_ids: Sequence[int | None], label_all_subtokens: bool) -> list[list[int]]:
+    """Token indices decoded as one unit: each word's sub-tokens (read from the first), or each token."""
+    groups: list[list[int]] = []
+    prev: object = object()
     for t, w in enumerate(word_ids):
-        if label_all_subtokens or w is None or w != prev:
-            first_of_word = t
-        src.append(t if label_all_subtokens else first_of_word)
+        if label_all_subtokens or w is None or w != prev or not groups:
+            groups.append([t])
+        else:
+            groups[-1].append(t)
         prev = w
-    return src
+    return groups
 
 
-def _to_char_span(text: str | None, offsets, a: int, b: int) -> tuple[int, int]:
-    start, end = offsets[a][0], offsets[b - 1][1]
+def _to_char_span(text: str | None, offsets, groups: list[list[int]], a: int, b: int) -> tuple[int, int]:
+    """Characters of units a..b-1 (each unit a group of tokens)."""
+    start, end = offsets[groups[a][0]][0], offsets[groups[b - 1][-1]][1]
     if text is not None:  # some tokenizers include a leading space in a token's offsets
         piece = text[start:end]
         start += len(piece) - len(piece.lstrip())
@@ -89,14 +92,15 @@ def decode_flat(
     """Argmax IOB2 tags -> spans; a span's score is the mean probability of its tokens' tags."""
     if len(offsets) == 0:
         return []
-    src = _word_level(word_ids, label_all_subtokens)
+    groups = _groups(word_ids, label_all_subtokens)
+    src = [g[0] for g in groups]  # a word is tagged by its first sub-token
     ids = probs.argmax(-1)
     tags = [id_to_tag[int(ids[s])] for s in src]
     conf = [float(probs[s, ids[s]]) for s in src]
     chunks, _ = decode_tags(tags, "iob2")  # predictions: lenient repair, as conlleval
     out = []
     for label, a, b in chunks:
-        start, end = _to_char_span(text, offsets, a, b)
+        start, end = _to_char_span(text, offsets, groups, a, b)
         if end > start:
             out.append(PredictedSpan(start, end, label, float(np.mean(conf[a:b]))))
     return out
@@ -107,21 +111,63 @@ def decode_multi_label(
     word_ids: Sequence[int | None],
     probs: np.ndarray,
     labels: Sequence[str],
-    threshold: float = 0.5,
     label_all_subtokens: bool = False,
     text: str | None = None,
 ) -> list[PredictedSpan]:
-    """Sigmoid B/I outputs per label -> spans of every label (they may overlap across labels)."""
+    """An O/B/I softmax per label ([tokens, 3 x labels]) -> spans of every label; spans of different labels may overlap."""
     if len(offsets) == 0:
         return []
-    src = _word_level(word_ids, label_all_subtokens)
     out = []
     for k, label in enumerate(labels):
-        pb, pi = probs[src, 2 * k], probs[src, 2 * k + 1]
-        tags = ["B-x" if b >= threshold and b >= i else "I-x" if i >= threshold else "O" for b, i in zip(pb, pi)]
-        chunks, _ = decode_tags(tags, "iob2")
-        for _, a, b in chunks:
-            start, end = _to_char_span(text, offsets, a, b)
-            if end > start:
-                out.append(PredictedSpan(start, end, label, float(np.mean(np.maximum(pb[a:b], pi[a:b])))))
+        layer = probs[:, 3 * k : 3 * k + 3]
+        for s in decode_flat(offsets, word_ids, layer, ["O", f"B-{label}", f"I-{label}"], label_all_subtokens, text):
+            out.append(s)
     return sorted(out, key=lambda s: (s.start, s.end, s.label))
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How a model's outputs map to spans; saved with every model (toolkit.json)."""
+
+    labels: tuple[str, ...]
+    multi_label: bool
+    label_all_subtokens: bool = False
+
+    @property
+    def tags(self) -> list[str]:
+        return ["O"] + [f"{p}-{lb}" for lb in self.labels for p in ("B", "I")]
+
+
+def logits_to_probs(logits: np.ndarray, multi_label: bool) -> np.ndarray:
+    """Softmax over the tags (flat), or over O/B/I within each label's group of 3 (multi-label)."""
+    logits = logits.astype(np.float64)
+    shape = logits.shape
+    if multi_label:
+        logits = logits.reshape(*shape[:-1], shape[-1] // 3, 3)
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).reshape(shape)
+
+
+def decode_documents(
+    texts: Sequence[str],
+    window_docs: Sequence[int],
+    window_offsets: Sequence[Sequence[tuple[int, int]]],
+    window_word_ids: Sequence[Sequence[int | None]],
+    window_logits: Sequence[np.ndarray],
+    settings: DecodeSettings,
+) -> list[list[PredictedSpan]]:
+    """Logits of every window (each [tokens, outputs], unpadded) -> spans per document."""
+    per_doc: list[list[WindowScores]] = [[] for _ in texts]
+    for doc, offs, wids, logits in zip(window_docs, window_offsets, window_word_ids, window_logits):
+        per_doc[doc].append(WindowScores(offs, wids, logits_to_probs(np.asarray(logits)[: len(offs)], settings.multi_label)))
+    out = []
+    for text, windows in zip(texts, per_doc):
+        if not windows:
+            out.append([])
+            continue
+        offsets, word_ids, probs = stitch_windows(windows)
+        if settings.multi_label:
+            out.append(decode_multi_label(offsets, word_ids, probs, settings.labels, settings.label_all_subtokens, text))
+        else:
+            out.append(decode_flat(offsets, word_ids, probs, settings.tags, settings.label_all_subtokens, text))
+    return out

@@ -1,0 +1,37 @@
+"""Loading span files for training and evaluation: validated first, refused with every problem listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolkit.errors import DataError, ToolkitError
+from toolkit.sample import SAMPLE_DIR
+from toolkit.schema import SpanRecord
+from toolkit.validation import ValidationSummary, validate_files
+
+SAMPLE_PREFIX = "sample:"
+
+
+def resolve_data_path(ref: str) -> Path:
+    """A path, or `sample:NAME` for the embedded sample (e.g. sample:contracts_train)."""
+    if ref.startswith(SAMPLE_PREFIX):
+        path = SAMPLE_DIR / f"{ref[len(SAMPLE_PREFIX):]}.jsonl"
+        if not path.is_file():
+            names = sorted(p.stem for p in SAMPLE_DIR.glob("*.jsonl"))
+            raise ToolkitError(f"no embedded sample {ref!r}", fix=f"use one of {', '.join(SAMPLE_PREFIX + n for n in names)}")
+        return path
+    path = Path(ref)
+    if not path.is_file():
+        hint = " (the public data lives in ../shared/data; run from the repository root)" if "shared/data" in ref else ""
+        raise ToolkitError(f"data file {ref!r} not found{hint}", fix="correct data.train / data.dev in the recipe, or override: data.train=PATH")
+    return path
+
+
+def load_records(ref: str, max_docs: int | None = None) -> list[SpanRecord]:
+    """All records of a span file; any validation error stops with the full list (warnings are allowed)."""
+    path = resolve_data_path(ref)
+    summary = ValidationSummary()
+    records = [c.record for c in validate_files([path], None, summary)]
+    if summary.errors:
+        raise DataError(summary.errors, f"{path}: {len(summary.errors)} problem(s); run `toolkit check {path}` for the full report")
+    return records[:max_docs] if max_docs else records

@@ -1,0 +1,86 @@
+"""Inference for token-classification models: windows -> model -> stitched, decoded spans.
+
+`toolkit eval`, the end-of-training evaluation and the serving endpoint all call
+`Tagger.predict`, so the spans served are the spans scored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.decoding import PredictedSpan, decode_documents
+from toolkit.errors import ToolkitError
+from toolkit.modeling import load_meta, settings_from_meta
+from toolkit.windows import Window, make_windows
+
+
+def model_dir_of(path: Path) -> Path:
+    """A run directory or its model/ folder -> the model folder."""
+    path = Path(path)
+    if (path / "model" / "toolkit.json").is_file():
+        return path / "model"
+    if (path / "toolkit.json").is_file():
+        return path
+    raise ToolkitError(f"{path}: no trained model here", fix="pass a run directory made by `toolkit run` (it holds model/toolkit.json)")
+
+
+class Tagger:
+    """A trained token-classification model with its windowing and decoding settings."""
+
+    def __init__(self, model, tokenizer, meta: dict, device: str = "cpu"):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.meta = meta
+        self.settings = settings_from_meta(meta)
+        self.device = device
+        self.last_timing: dict = {}
+
+    @classmethod
+    def load(cls, path: Path, device: str | None = None) -> "Tagger":
+        import torch
+        from transformers import AutoModelForTokenClassification
+
+        from toolkit.tokenization import load_tokenizer
+
+        directory = model_dir_of(path)
+        meta = load_meta(directory)
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model = AutoModelForTokenClassification.from_pretrained(directory).to(device)
+        return cls(model, load_tokenizer(str(directory)), meta, device)
+
+    def windows(self, texts: Sequence[str]) -> list[Window]:
+        return make_windows(self.tokenizer, texts, self.meta["max_length"], self.meta["stride"])
+
+    def logits(self, windows: Sequence[Window], batch_size: int = 16) -> list[np.ndarray]:
+        """Per-window logits [tokens, outputs]; windows are batched by length to limit padding."""
+        import torch
+
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))
+        out: list[np.ndarray | None] = [None] * len(windows)
+        pad = self.tokenizer.pad_token_id or 0
+        with torch.inference_mode():
+            for lo in range(0, len(order), batch_size):
+                idx = order[lo : lo + batch_size]
+                width = max(len(windows[i].input_ids) for i in idx)
+                ids = torch.full((len(idx), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(idx), width), dtype=torch.long)
+                for row, i in enumerate(idx):
+                    n = len(windows[i].input_ids)
+                    ids[row, :n] = torch.tensor(windows[i].input_ids)
+                    mask[row, :n] = 1
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float().cpu().numpy()
+                for row, i in enumerate(idx):
+                    out[i] = logits[row, : len(windows[i].input_ids)]
+        return out  # type: ignore[return-value]
+
+    def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
+        start = time.perf_counter()
+        windows = self.windows(texts)
+        logits = self.logits(windows, batch_size)
+        spans = decode_documents(texts, [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits, self.settings)
+        self.last_timing = {"seconds": time.perf_counter() - start, "windows": len(windows), "tokens": sum(len(w.input_ids) for w in windows)}
+        return spans

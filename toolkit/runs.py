@@ -1,0 +1,62 @@
+"""Run directories and the commands that fill them: one run, or a sweep of trials."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from toolkit.config import Recipe
+from toolkit.errors import ToolkitError
+
+
+def run_dir_for(recipe: Recipe) -> Path:
+    return Path(recipe.output_dir) / recipe.name
+
+
+def prepare_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """A finished run is never overwritten by accident; an unfinished one resumes from its checkpoints."""
+    if (run_dir / "metrics.json").is_file():
+        if not overwrite:
+            raise ToolkitError(f"{run_dir} holds a finished run", fix="pass --overwrite, or choose another name: name=NEW_NAME")
+        shutil.rmtree(run_dir)
+
+
+def execute(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dict | None:
+    """Dispatch one run by task."""
+    if recipe.task == "token_classification":
+        from toolkit.train_token import run_token_classification
+
+        return run_token_classification(recipe, run_dir, dry_run)
+    raise ToolkitError(f"task {recipe.task!r} is not implemented yet", fix="use task: token_classification")
+
+
+def evaluate_run(run: Path, data: str, out: Path | None = None, bootstrap: int = 1000, tolerances: list[int] | None = None) -> tuple[dict, Path]:
+    """Score a trained run on any span file; writes metrics.json, report.md, predictions.jsonl."""
+    from toolkit.data import load_records, resolve_data_path
+    from toolkit.features import FeatureReport, filter_labels
+    from toolkit.metrics import score
+    from toolkit.predict import Tagger
+    from toolkit.reporting import write_metrics, write_predictions
+
+    tagger = Tagger.load(run)
+    records = load_records(data)
+    report = FeatureReport()
+    records = filter_labels(records, list(tagger.settings.labels), report)
+    predictions = tagger.predict([r.text for r in records])
+    metrics = score([r.text for r in records], [r.spans for r in records], predictions, tolerances or [1, 3], 0.5, bootstrap)
+    out = out or Path(run) / "eval" / resolve_data_path(data).stem
+    extra = {
+        "data": str(data),
+        "seconds": round(tagger.last_timing["seconds"], 2),
+        "windows": tagger.last_timing["windows"],
+        "spans_of_other_labels_ignored": dict(report.spans_other_labels),
+    }
+    write_predictions(out / "predictions.jsonl", records, predictions)
+    write_metrics(out, metrics, f"{Path(run).name} on {data}", extra)
+    return metrics, out
+
+
+def summary_line(metrics: dict) -> str:
+    s = metrics["summary"]
+    return json.dumps({k: s[k] for k in ("span_precision", "span_recall", "span_f1", "jaccard_recall", "boundary_both_recall") if k in s})
