@@ -143,6 +143,9 @@ def run(
         prepare_run_dir(run_dir, overwrite)
     result = execute(cfg, run_dir, dry_run)
     if result is None:
+        import os
+
+        console.print(f"rank {os.environ.get('RANK')}/{os.environ.get('WORLD_SIZE')}: finished; rank 0 writes {run_dir}")
         return
     if dry_run:
         print(json.dumps(result["plan"], indent=2))

@@ -204,6 +204,7 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
         report_to=[],
         dataloader_pin_memory=cuda,
         ddp_backend=None if cuda or _world() == 1 else "gloo",
+        ddp_find_unused_parameters=False,
         **eval_every,
         **_precision(t.precision),
     )
@@ -219,7 +220,7 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
         loss_weights=_class_weights(t.class_weights, space, train_targets),
         multi_label=settings.multi_label,
     )
-    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*")) if (run_dir / "checkpoints").is_dir() else []
+    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if (run_dir / "checkpoints").is_dir() else []
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if checkpoints else None)
     train_seconds = time.perf_counter() - started
@@ -243,6 +244,7 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
         "peak_cuda_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1) if cuda else None,
         "eval_seconds": round(tagger.last_timing["seconds"], 1),
         "world_size": _world(),
+        "resumed_from_checkpoint": checkpoints[-1].name if checkpoints else None,
         "best_checkpoint_dev_span_f1": trainer.state.best_metric,
         "spans_not_representable_train": train_report.spans_not_representable,
         "spans_not_representable_dev": dev_report.spans_not_representable,

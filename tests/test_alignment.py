@@ -1,0 +1,98 @@
+"""Encode -> decode is the identity for spans on token boundaries, across window borders too."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolkit.alignment import IGNORE, flat_targets, multi_label_targets, representable, tag_names
+from toolkit.decoding import DecodeSettings, decode_documents
+from toolkit.schema import Span
+from toolkit.tokenization import load_tokenizer
+from toolkit.windows import make_windows
+
+VOCAB = ["the", "patient", "was", "given", "metformin", "for", "type", "diabetes", "either", "party", "may", "terminate",
+         "agreement", "notice", "days", "written", "heart", "failure", "warfarin", "stopped"]
+LABELS = ["A", "B"]
+
+
+@st.composite
+def documents(draw, overlapping=False):
+    words = draw(st.lists(st.sampled_from(VOCAB), min_size=1, max_size=70))
+    seps = [draw(st.sampled_from([" ", "  ", "\n", ", "])) for _ in words[1:]]
+    text, starts = "", []
+    for i, w in enumerate(words):
+        if i:
+            text += seps[i - 1]
+        starts.append(len(text))
+        text += w
+    spans, pos = [], 0
+    while pos < len(words):
+        gap, length = draw(st.integers(0, 4)), draw(st.integers(1, 6))
+        a, b = pos + gap, min(len(words), pos + gap + length)
+        if a >= len(words):
+            break
+        spans.append(Span(start=starts[a], end=starts[b - 1] + len(words[b - 1]), label=draw(st.sampled_from(LABELS))))
+        pos = b if not overlapping else a + draw(st.integers(1, max(1, b - a)))
+    return text, spans
+
+
+def one_hot(rows, width):
+    out = np.full((len(rows), width), -10.0)
+    for i, t in enumerate(rows):
+        out[i, 0 if t == IGNORE else t] = 10.0
+    return out
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_tokenizer_dir):
+    return load_tokenizer(str(tiny_tokenizer_dir))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(documents(), st.booleans())
+def test_flat_round_trip_across_windows(tok, doc, label_all):
+    text, spans = doc
+    tags = tag_names(LABELS)
+    ids = {t: i for i, t in enumerate(tags)}
+    windows = make_windows(tok, [text], max_length=16, stride=4)
+    logits = [one_hot(flat_targets(w.offsets, w.word_ids, spans, ids, label_all), len(tags)) for w in windows]
+    decoded = decode_documents([text], [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits,
+                               DecodeSettings(tuple(LABELS), False, label_all))
+    assert [(s.start, s.end, s.label) for s in decoded[0]] == [(s.start, s.end, s.label) for s in spans]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(documents(overlapping=True))
+def test_multi_label_round_trip_keeps_cross_label_overlaps(tok, doc):
+    text, spans = doc
+    kept, _ = representable(spans, multi_label=True)
+    windows = make_windows(tok, [text], max_length=16, stride=4)
+    logits = []
+    for w in windows:
+        rows = multi_label_targets(w.offsets, w.word_ids, kept, LABELS)
+        out = np.full((len(rows), 3 * len(LABELS)), -10.0)
+        for i, row in enumerate(rows):
+            for k, v in enumerate(row):
+                out[i, 3 * k + (0 if v == IGNORE else v)] = 10.0
+        logits.append(out)
+    decoded = decode_documents([text], [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits,
+                               DecodeSettings(tuple(LABELS), True, False))
+    assert sorted((s.start, s.end, s.label) for s in decoded[0]) == sorted((s.start, s.end, s.label) for s in kept)
+
+
+def test_windows_cover_long_documents_without_truncation(tok):
+    text = " ".join(VOCAB * 10)
+    windows = make_windows(tok, [text], max_length=16, stride=4)
+    assert len(windows) > 10
+    covered = {o for w in windows for o in w.offsets if o[1] > o[0]}
+    assert max(b for _, b in covered) == len(text)
+    assert all(len(w.input_ids) <= 16 for w in windows)
+
+
+def test_representable_reports_what_flat_mode_cannot_hold():
+    spans = [Span(start=0, end=10, label="A"), Span(start=2, end=5, label="B"), Span(start=2, end=5, label="A")]
+    kept, lost = representable(spans, multi_label=False)
+    assert len(kept) == 1 and len(lost) == 2
+    kept, lost = representable(spans, multi_label=True)
+    assert len(kept) == 2 and len(lost) == 1 and lost[0].label == "A"

@@ -1,0 +1,63 @@
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from toolkit.config import Recipe, load_recipe, recipe_from_dict, with_params
+from toolkit.errors import ConfigError
+
+MINIMAL = {"task": "token_classification", "name": "t", "data": {"train": "sample:clinical_train", "dev": "sample:clinical_dev"}}
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "recipes").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_recipe_validates(path):
+    recipe = load_recipe(path)
+    assert isinstance(recipe, Recipe)
+    assert path.stem == recipe.name or recipe.sweep is not None or path.stem.startswith(recipe.name)
+    if recipe.sweep is not None and recipe.sweep.method == "grid":
+        with_params(recipe, {k: v[0] for k, v in recipe.sweep.params.items()})
+
+
+def test_recipe_names_follow_the_convention():
+    for path in (REPO / "recipes").glob("*.yaml"):
+        assert path.stem.rsplit("_", 1)[-1] in ("mlm", "clm"), path.name
+
+
+def test_every_error_is_reported_at_once_with_its_key_path():
+    bad = {**MINIMAL, "model": {"dropout": {"hiden": 0.1, "attention": 1.5}}, "train": {"learning_rate": -1, "epochs": "x"}, "extra": 1}
+    with pytest.raises(ConfigError) as err:
+        recipe_from_dict(bad)
+    text = err.value.message
+    for path in ("model.dropout.hiden", "model.dropout.attention", "train.learning_rate", "train.epochs", "extra"):
+        assert path in text, text
+    assert "5 config error(s)" in text
+
+
+def test_overrides_use_dotted_paths_and_yaml_values(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("task: token_classification\nname: r\ndata: {train: a.jsonl, dev: b.jsonl}\ntrain: {learning_rate: 5e-5}\n")
+    recipe = load_recipe(path, ["train.learning_rate=2e-5", "model.dropout.embedding=0.1", "model.lora.enabled=true"])
+    assert recipe.train.learning_rate == 2e-5 and recipe.model.dropout.embedding == 0.1 and recipe.model.lora.enabled is True
+    with pytest.raises(ConfigError, match="train.learnin_rate"):
+        load_recipe(path, ["train.learnin_rate=1"])
+
+
+def test_sweep_validation():
+    with pytest.raises(ConfigError, match="not a config key"):
+        recipe_from_dict({**MINIMAL, "sweep": {"params": {"train.lr": [1, 2]}}})
+    with pytest.raises(ConfigError, match="n_trials"):
+        recipe_from_dict({**MINIMAL, "sweep": {"method": "optuna", "params": {"train.learning_rate": [1e-5]}}})
+    with pytest.raises(ConfigError, match="ranges"):
+        recipe_from_dict({**MINIMAL, "sweep": {"params": {"train.learning_rate": {"low": 1e-5, "high": 1e-4}}}})
+    ok = recipe_from_dict({**MINIMAL, "sweep": {"method": "optuna", "n_trials": 3, "params": {"train.learning_rate": {"low": 1e-5, "high": 1e-4, "log": True}}}})
+    assert ok.sweep.n_trials == 3
+
+
+def test_stride_must_fit_the_window():
+    with pytest.raises(ConfigError, match="stride"):
+        recipe_from_dict({**MINIMAL, "model": {"max_length": 64, "stride": 40}})
+
+
+def test_missing_recipe_file_is_a_clean_error():
+    with pytest.raises(ConfigError, match="no such recipe"):
+        load_recipe(Path("nope.yaml"))

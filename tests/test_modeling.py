@@ -1,0 +1,49 @@
+import pytest
+import torch
+
+from toolkit.config import DropoutConfig, ModelConfig
+from toolkit.decoding import DecodeSettings
+from toolkit.errors import ConfigError, ToolkitError
+from toolkit.features import LabelSpace
+from toolkit.modeling import apply_dropout, build_token_model
+from toolkit.train_token import _class_weights
+
+
+def test_dropout_knobs_reach_the_config():
+    from transformers import BertConfig, LlamaConfig
+
+    cfg = BertConfig()
+    applied = apply_dropout(cfg, DropoutConfig(hidden=0.2, attention=0.05, classifier=0.3))
+    assert (cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, cfg.classifier_dropout) == (0.2, 0.05, 0.3)
+    assert applied == {"hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.05, "classifier_dropout": 0.3}
+    llama = LlamaConfig()
+    apply_dropout(llama, DropoutConfig(attention=0.1))
+    assert llama.attention_dropout == 0.1
+    with pytest.raises(ConfigError, match="hidden"):
+        apply_dropout(llama, DropoutConfig(hidden=0.1))  # Llama has no residual dropout setting
+
+
+def test_embedding_dropout_is_active_in_training_only(tiny_bert):
+    settings = DecodeSettings(("A",), False)
+    model, tok = build_token_model(ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(embedding=0.5, hidden=0.0, attention=0.0, classifier=0.0)), settings, 3)
+    batch = tok(["the patient was given metformin"], return_tensors="pt")
+    model.train()
+    a, b = model(**batch).logits, model(**batch).logits
+    assert not torch.allclose(a, b)
+    model.eval()
+    a, b = model(**batch).logits, model(**batch).logits
+    assert torch.allclose(a, b)
+    model0, _ = build_token_model(ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(hidden=0.0, attention=0.0, classifier=0.0)), settings, 3)
+    model0.train()
+    assert torch.allclose(model0(**batch).logits, model0(**batch).logits)
+
+
+def test_class_weights():
+    space = LabelSpace(["A", "B"], False)  # tags O, B-A, I-A, B-B, I-B
+    targets = [[0, 0, 0, 1, 2, -100], [0, 0, 3, 4, 0, 0]]
+    w = _class_weights("balanced", space, targets)
+    assert w[0] == pytest.approx(11 / (5 * 7)) and w[1] == pytest.approx(11 / 5)
+    assert _class_weights({"A": 3.0}, space, targets) == [1.0, 3.0, 3.0, 1.0, 1.0]
+    assert _class_weights("none", space, targets) is None
+    with pytest.raises(ToolkitError):
+        _class_weights({"C": 2.0}, space, targets)

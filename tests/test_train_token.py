@@ -1,0 +1,86 @@
+"""Training on tiny models built from config (about 30 ms a step): real numbers, fast."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from toolkit.config import load_recipe
+from toolkit.runs import evaluate_run, execute
+
+BASE = [
+    "data.train=sample:clinical_train", "data.dev=sample:clinical_train", "data.max_train_docs=5", "data.max_dev_docs=5",
+    "train.epochs=40", "train.learning_rate=3e-3", "train.batch_size=5", "train.warmup_ratio=0",
+    "train.early_stopping_patience=null", "eval.bootstrap=50", "model.dropout.embedding=0",
+]
+
+
+def recipe(tiny_bert, tmp_path, *extra):
+    return load_recipe(REPO / "recipes" / "demo_mlm.yaml", [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *BASE, *extra])
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+def test_tiny_model_overfits_five_documents(tiny_bert, tmp_path, multi_label):
+    cfg = recipe(tiny_bert, tmp_path, f"model.multi_label={str(multi_label).lower()}")
+    run_dir = tmp_path / "demo_mlm"
+    result = execute(cfg, run_dir)
+    assert result["summary"]["span_f1"] == 1.0
+    assert result["summary"]["boundary_both_recall"] == 1.0
+    for name in ("config.yaml", "metrics.json", "report.md", "predictions.jsonl", "train_log.jsonl", "data_report.json", "model/toolkit.json"):
+        assert (run_dir / name).is_file(), name
+    saved = load_recipe(run_dir / "config.yaml")
+    assert saved.model.multi_label is multi_label and saved.train.learning_rate == 3e-3
+    first = json.loads((run_dir / "predictions.jsonl").read_text().splitlines()[0])
+    assert {"start", "end", "label", "score", "text"} <= set(first["spans"][0])
+    # `toolkit eval` on the same file reproduces the run's own dev scores exactly.
+    metrics, out = evaluate_run(run_dir, "sample:clinical_train", tmp_path / "eval", bootstrap=0)
+    assert metrics["counts"]["documents"] == 60
+    assert (out / "metrics.json").is_file() and (out / "report.md").is_file()
+
+
+def test_eval_reproduces_run_scores(tiny_bert, tmp_path):
+    cfg = recipe(tiny_bert, tmp_path, "data.max_dev_docs=null", "data.dev=sample:clinical_dev", "train.epochs=10")
+    result = execute(cfg, tmp_path / "demo_mlm")
+    metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=cfg.eval.bootstrap)
+    assert metrics["summary"] == result["summary"]
+
+
+def test_resume_after_a_crash(tiny_bert, tmp_path):
+    cfg = recipe(tiny_bert, tmp_path, "train.max_steps=4", "train.eval_every=2", "train.save_total_limit=5", "train.batch_size=1")
+    run_dir = tmp_path / "demo_mlm"
+    execute(cfg, run_dir)
+    for name in ("metrics.json", "model"):
+        p = run_dir / name
+        subprocess.run(["rm", "-rf", str(p)], check=True)  # as if the process died after checkpoint-4
+    cfg = recipe(tiny_bert, tmp_path, "train.max_steps=6", "train.eval_every=2", "train.save_total_limit=5", "train.batch_size=1")
+    result = execute(cfg, run_dir)
+    assert result["run"]["resumed_from_checkpoint"] == "checkpoint-4"
+    assert result["run"]["optimizer_steps"] == 6
+
+
+def test_lora_trains_few_parameters_and_saves_a_merged_model(tiny_bert, tmp_path):
+    cfg = recipe(tiny_bert, tmp_path, "model.lora.enabled=true", "model.lora.target_modules=[query,value]", "model.lora.r=4", "train.epochs=2")
+    result = execute(cfg, tmp_path / "demo_mlm", dry_run=True)
+    plan = result["plan"]
+    assert plan["trainable_parameters"] < plan["parameters"] / 5
+    result = execute(cfg, tmp_path / "demo_mlm")
+    assert (tmp_path / "demo_mlm" / "model" / "adapter" / "adapter_config.json").is_file()
+    assert not any(p.name.startswith("adapter_model") for p in (tmp_path / "demo_mlm" / "model").iterdir())
+    metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_train", tmp_path / "e", bootstrap=0)
+    assert metrics["counts"]["documents"] == 60
+
+
+def test_cli_run_dry_run_and_errors(tiny_bert, tmp_path):
+    args = [sys.executable, "-m", "toolkit", "run", str(REPO / "recipes" / "demo_mlm.yaml"), f"model.name={tiny_bert}", f"output_dir={tmp_path}"]
+    proc = subprocess.run([*args, "--dry-run"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["labels"] == ["Confidentiality", "Governing Law", "Limitation of Liability", "Notice Period", "Parties", "Payment Terms", "Termination"]
+    assert plan["train"]["spans_not_representable"] == 0  # multi_label holds the nested notice periods
+    assert not (tmp_path / "demo_mlm").exists()
+    proc = subprocess.run([*args, "train.learnin_rate=1", "--dry-run"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "train.learnin_rate" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([*args, "data.train=missing.jsonl", "--dry-run"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "missing.jsonl" in proc.stderr and "Traceback" not in proc.stderr
