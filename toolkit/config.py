@@ -25,7 +25,8 @@ class _Strict(BaseModel):
 class DataConfig(_Strict):
     train: str = Field(description="Span JSONL for training (path, or sample:NAME for the embedded sample).")
     dev: str = Field(description="Span JSONL for the dev metric and early stopping. Never the test split.")
-    labels: list[str] | None = Field(default=None, description="Labels to learn; spans of other labels are left out (counted). Default: every label in train.")
+    label_map: dict[str, str] | None = Field(default=None, description="Rename labels on load (OLD: NEW), e.g. NCBI's four classes to Disease; applied to train and dev.")
+    labels: list[str] | None = Field(default=None, description="Labels to learn (after label_map); spans of other labels are left out (counted) and not scored. Default: every label in train.")
     max_train_docs: int | None = Field(default=None, ge=1)
     max_dev_docs: int | None = Field(default=None, ge=1)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from toolkit.errors import DataError, ToolkitError
 from toolkit.sample import SAMPLE_DIR
-from toolkit.schema import SpanRecord
+from toolkit.schema import Span, SpanRecord, sort_spans
 from toolkit.validation import ValidationSummary, validate_files
 
 SAMPLE_PREFIX = "sample:"
@@ -35,3 +35,16 @@ def load_records(ref: str, max_docs: int | None = None) -> list[SpanRecord]:
     if summary.errors:
         raise DataError(summary.errors, f"{path}: {len(summary.errors)} problem(s); run `toolkit check {path}` for the full report")
     return records[:max_docs] if max_docs else records
+
+
+def map_record_labels(rec: SpanRecord, mapping: dict[str, str]) -> tuple[SpanRecord, list[Span], int]:
+    """Rename labels (OLD -> NEW; NEW "" drops). Returns the record, the spans dropped, and how many became duplicates."""
+    spans, dropped = [], []
+    for s in rec.spans:
+        new = mapping.get(s.label, s.label)
+        if new:
+            spans.append(Span(start=s.start, end=s.end, label=new))
+        else:
+            dropped.append(s)
+    merged = sort_spans(list(dict.fromkeys(spans)))
+    return rec.model_copy(update={"spans": merged}), dropped, len(spans) - len(merged)

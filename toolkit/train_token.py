@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.config import Recipe, dump_recipe
-from toolkit.data import load_records
+from toolkit.data import load_records, map_record_labels
 from toolkit.decoding import DecodeSettings, decode_documents
 from toolkit.errors import ToolkitError
 from toolkit.features import FeatureReport, LabelSpace, build_features, filter_labels
@@ -132,6 +132,9 @@ def prepare(recipe: Recipe):
     """Data, label space, model and features: everything before training (also what --dry-run shows)."""
     train_records = load_records(recipe.data.train, recipe.data.max_train_docs)
     dev_records = load_records(recipe.data.dev, recipe.data.max_dev_docs)
+    if recipe.data.label_map:
+        train_records = [map_record_labels(r, recipe.data.label_map)[0] for r in train_records]
+        dev_records = [map_record_labels(r, recipe.data.label_map)[0] for r in dev_records]
     labels = recipe.data.labels or sorted({s.label for r in train_records for s in r.spans})
     if not labels:
         raise ToolkitError(f"{recipe.data.train}: no spans to learn from", fix="label some spans, or check data.labels")

@@ -13,7 +13,7 @@ from pathlib import Path
 from toolkit.errors import ToolkitError
 from toolkit.importers.base import ImportLog
 from toolkit.jsonl import write_jsonl
-from toolkit.schema import Span, SpanRecord, sort_spans
+from toolkit.schema import SpanRecord
 from toolkit.validation import text_fingerprint
 
 IMPORT_FORMATS = ("conll", "brat", "pubtator", "cuad", "labelstudio", "docbin", "jsonl")
@@ -138,17 +138,14 @@ def run_import(
 
 
 def _map_labels(rec: SpanRecord, label_map: dict[str, str], log: ImportLog, where: dict) -> SpanRecord:
-    spans = []
-    for s in rec.spans:
-        new = label_map.get(s.label, s.label)
-        if not new:
-            log.drop_span("label_dropped", f"{s.start}-{s.end} {s.label!r} dropped by --map-label.", "nothing to do.", severity="warning", **where)
-            continue
-        spans.append(Span(start=s.start, end=s.end, label=new))
-    merged = sort_spans(list(dict.fromkeys(spans)))
-    if len(merged) < len(spans):
-        log.warn("labels_merged", f"{len(spans) - len(merged)} span(s) became identical after label mapping; kept once.", "nothing to do.", **where)
-    return rec.model_copy(update={"spans": merged})
+    from toolkit.data import map_record_labels
+
+    rec, dropped, merged = map_record_labels(rec, label_map)
+    for s in dropped:
+        log.drop_span("label_dropped", f"{s.start}-{s.end} {s.label!r} dropped by --map-label.", "nothing to do.", severity="warning", **where)
+    if merged:
+        log.warn("labels_merged", f"{merged} span(s) became identical after label mapping; kept once.", "nothing to do.", **where)
+    return rec
 
 
 def run_export(fmt: str, records: list[SpanRecord], out: Path, options: dict | None = None) -> ImportLog:
