@@ -128,7 +128,7 @@ def run(
 ) -> None:
     """Run a recipe: one training run, or a sweep when the recipe has a `sweep:` block."""
     from toolkit.config import load_recipe
-    from toolkit.reporting import HEADLINE
+    from toolkit.reporting import score_table
     from toolkit.runs import execute, prepare_run_dir, run_dir_for
 
     cfg = load_recipe(recipe, overrides or [])
@@ -150,11 +150,7 @@ def run(
     if dry_run:
         print(json.dumps(result["plan"], indent=2))
         return
-    table = Table("metric", "dev", "95% CI", title=f"{cfg.name} (run directory: {run_dir})")
-    for key, name in HEADLINE:
-        ci = result["ci95"].get(key)
-        table.add_row(name.format(t=cfg.eval.jaccard_threshold), f"{result['summary'][key]:.4f}", f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "")
-    console.print(table)
+    console.print(score_table(f"{cfg.name} (run directory: {run_dir})", result))
     run_info = result["run"]
     console.print(f"train {run_info['train_seconds']} s, {run_info['train_tokens_per_second']} tokens/s, peak RSS {run_info['peak_rss_mib']} MiB")
 

@@ -65,7 +65,7 @@ DEMO_RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "demo_mlm.yam
 
 def train_demo(workdir: Path, console: Console, overrides: list[str]) -> int:
     from toolkit.config import load_recipe
-    from toolkit.reporting import HEADLINE
+    from toolkit.reporting import score_table
     from toolkit.runs import execute, prepare_run_dir
 
     recipe = load_recipe(DEMO_RECIPE, [f"output_dir={workdir}", *overrides])
@@ -73,11 +73,7 @@ def train_demo(workdir: Path, console: Console, overrides: list[str]) -> int:
     console.rule(f"[bold]Training {recipe.name}: {recipe.model.name} on {recipe.data.train}")
     prepare_run_dir(run_dir, overwrite=True)
     result = execute(recipe, run_dir)
-    table = Table("metric", "dev", "95% CI", title=f"{recipe.name} on {recipe.data.dev} (the sample is small and regular: expect high scores)")
-    for key, name in HEADLINE:
-        ci = result["ci95"].get(key)
-        table.add_row(name.format(t=recipe.eval.jaccard_threshold), f"{result['summary'][key]:.4f}", f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "")
-    console.print(table)
+    console.print(score_table(f"{recipe.name} on {recipe.data.dev} (the sample is small and regular: expect high scores)", result))
     info = result["run"]
     console.print(f"Training: {info['train_seconds']} s, {info['train_tokens_per_second']} tokens/s, peak RSS {info['peak_rss_mib']} MiB. Run directory: {run_dir}")
     return 0

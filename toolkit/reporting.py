@@ -55,3 +55,15 @@ def write_metrics(directory: Path, metrics: dict, title: str, extra: dict | None
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "metrics.json").write_text(json.dumps({**metrics, **({"run": extra} if extra else {})}, indent=2), encoding="utf-8")
     (directory / "report.md").write_text(markdown_report(title, metrics, extra), encoding="utf-8")
+
+
+def score_table(title: str, metrics: dict):
+    """The headline dev metrics with their 95% CIs, as a rich table (CLI and demo)."""
+    from rich.table import Table
+
+    table = Table("metric", "dev", "95% CI", title=title)
+    t = metrics["settings"]["jaccard_threshold"]
+    for key, name in HEADLINE:
+        ci = metrics["ci95"].get(key)
+        table.add_row(name.format(t=t), f"{metrics['summary'][key]:.4f}", f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "")
+    return table
