@@ -41,3 +41,10 @@ def tiny_bert(tmp_path_factory) -> Path:
     from tiny import make_tiny_bert
 
     return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    from tiny import make_tiny_llama
+
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny_llama"))

@@ -30,7 +30,7 @@ def test_exact_values_on_a_hand_built_case():
     assert m["per_label"]["Term"]["f1"] == 0.0
     assert s["span_macro_f1"] == pytest.approx(0.3333, abs=1e-4)
     assert m["length_buckets"] == [{"words": "3-5", "gold": 2, "recall": 0.5, "jaccard_recall": 1.0}]
-    assert m["counts"] == {"documents": 1, "gold_spans": 2, "predicted_spans": 3}
+    assert m["counts"] == {"documents": 1, "gold_spans": 2, "predicted_spans": 3, "unlocated_predictions": 0}
 
 
 def test_label_must_match():
@@ -65,3 +65,10 @@ def test_bootstrap_interval_contains_the_point_and_varies_over_documents():
     assert lo <= m["summary"]["span_f1"] <= hi and lo < hi
     single = score([TEXT], [GOLD], [PRED], bootstrap=200)
     assert single["ci95"]["span_f1"] == [0.4, 0.4]
+
+
+def test_unlocated_predictions_are_false_positives():
+    m = score([TEXT], [GOLD], [GOLD], bootstrap=0, unlocated=[["Pay", "Term"]])
+    s = m["summary"]
+    assert s["span_precision"] == 0.5 and s["span_recall"] == 1.0 and s["hallucination_rate"] == 0.5
+    assert m["per_label"]["Pay"]["predicted"] == 2 and m["counts"]["unlocated_predictions"] == 2

@@ -39,6 +39,42 @@ def make_tiny_bert(directory: Path, hidden: int = 64, layers: int = 2, max_posit
         intermediate_size=2 * hidden, max_position_embeddings=max_positions, pad_token_id=0,
     )
     directory.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    torch.manual_seed(0)  # the same tiny model on every run
     BertModel(config).save_pretrained(directory)
+    fast.save_pretrained(directory)
+    return directory
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def make_tiny_llama(directory: Path, hidden: int = 64, layers: int = 2) -> Path:
+    """A 2-layer Llama with a byte-level BPE tokenizer trained on the embedded sample (SmolLM2-style specials)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    prompts = ["Extract the spans of these labels, copied verbatim from the text: Chemical, Disease.\nText:\nSpans:\nnone\n"] * 20
+    tok.train_from_iterator(sample_texts() + prompts, trainers.BpeTrainer(vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>", model_max_length=2048)
+    fast.chat_template = CHAT_TEMPLATE
+    config = LlamaConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
+        intermediate_size=2 * hidden, max_position_embeddings=2048, bos_token_id=None, eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id, tie_word_embeddings=True,
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(directory)
     fast.save_pretrained(directory)
     return directory

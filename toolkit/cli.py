@@ -170,6 +170,26 @@ def eval_(
     console.print(f"wrote {where}/metrics.json, report.md, predictions.jsonl")
 
 
+@app.command("compare")
+def compare_(
+    systems: Annotated[list[str], typer.Argument(metavar="RUN_OR_RECIPE...", help="Run directories or recipes (trained first when their run is missing).")],
+    data: Annotated[str, typer.Option(help="Span JSONL every system is scored on (or sample:NAME).")],
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/compare"),
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for CIs and the paired test.")] = 1000,
+    tolerance: Annotated[Optional[list[int]], typer.Option(help="k for boundary recall within +/-k words (repeatable).")] = None,
+) -> None:
+    """Compare systems (e.g. MLM vs CLM) on the same documents with the one scorer."""
+    from toolkit.compare import compare, table_rows
+
+    summary = compare(systems, data, out, bootstrap, tolerance or [1, 3])
+    header, rows = table_rows(summary, tolerance or [1, 3])
+    table = Table(*header, title=f"compare on {data}")
+    for r in rows:
+        table.add_row(*r)
+    console.print(table)
+    console.print(f"wrote {out}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
+
+
 @app.command()
 def schema(
     write: Annotated[Optional[Path], typer.Option(help="Write the JSON Schema files into this directory.")] = None,

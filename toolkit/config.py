@@ -49,13 +49,14 @@ class LoraConfigModel(_Strict):
 
 
 class ModelConfig(_Strict):
-    name: str = Field(default="default", description="Hub id or local path; 'default' is the offline MiniLM encoder.")
-    max_length: int = Field(default=256, ge=16, description="Tokens per window, special tokens included.")
+    name: str = Field(default="default", description="Hub id or local path; 'default' is the offline MiniLM encoder (token_classification) or SmolLM2-135M-Instruct (span_generation).")
+    max_length: int = Field(default=256, ge=16, description="Tokens per window (token_classification: special tokens included; span_generation: the window's text, the prompt comes on top).")
     stride: int = Field(default=64, ge=0, description="Tokens shared by consecutive windows.")
     label_all_subtokens: bool = Field(default=False, description="Train on every sub-token (True) or the first of each word only.")
     multi_label: bool = Field(default=False, description="An independent O/B/I layer per label, so spans of different labels may overlap (CUAD).")
     dropout: DropoutConfig = Field(default_factory=DropoutConfig)
     lora: LoraConfigModel = Field(default_factory=LoraConfigModel)
+    quantization: Literal["none", "4bit"] = Field(default="none", description="4bit: QLoRA (span_generation with LoRA; needs CUDA and bitsandbytes).")
 
     @model_validator(mode="after")
     def _stride_fits(self) -> "ModelConfig":
@@ -88,6 +89,16 @@ class TrainConfig(_Strict):
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(default="auto", description="auto: bf16 on CUDA devices that support it, else fp32.")
 
 
+class GenerationConfig(_Strict):
+    """span_generation only: how spans are generated and mapped back to the text."""
+
+    max_new_tokens: int = Field(default=128, ge=1, description="Generation budget per window.")
+    batch_size: int = Field(default=8, ge=1, description="Windows generated together (left-padded).")
+    constrained: bool = Field(default=False, description="Copy decoding: span text restricted to substrings of the window.")
+    min_similarity: float = Field(default=90.0, ge=0, le=100, description="Fuzzy offset recovery threshold (rapidfuzz partial ratio, 0-100).")
+    chat_template: bool = Field(default=False, description="Wrap prompt and target in the tokenizer's chat template (instruction-tuned models).")
+
+
 class EvalConfig(_Strict):
     boundary_tolerance: list[int] = Field(default=[1, 3], description="k for boundary recall within +/-k tokens.")
     bootstrap: int = Field(default=1000, ge=0, description="Bootstrap resamples over documents for 95% CIs (0: none).")
@@ -118,7 +129,7 @@ class SweepConfig(_Strict):
 
 
 class Recipe(_Strict):
-    task: Literal["token_classification"]
+    task: Literal["token_classification", "span_generation"]
     name: str = Field(description="Run name; the run directory is <output_dir>/<name>.")
     seed: int = 13
     output_dir: str = Field(default="runs", description="Where run directories go.")
@@ -127,6 +138,7 @@ class Recipe(_Strict):
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
     sweep: SweepConfig | None = None
 
     @field_validator("name")
@@ -135,6 +147,17 @@ class Recipe(_Strict):
         if not v or any(c in v for c in "/\\") or v.startswith("."):
             raise ValueError("name must be a plain directory name (no slashes)")
         return v
+
+    @model_validator(mode="after")
+    def _task_options(self) -> "Recipe":
+        if self.task == "span_generation":
+            if self.model.multi_label or self.model.label_all_subtokens:
+                raise ValueError("model.multi_label and model.label_all_subtokens apply to token_classification only")
+            if self.train.class_weights != "none":
+                raise ValueError("train.class_weights applies to token_classification only")
+        if self.model.quantization == "4bit" and not (self.task == "span_generation" and self.model.lora.enabled):
+            raise ValueError("model.quantization=4bit is QLoRA: it needs task span_generation with model.lora.enabled")
+        return self
 
     @model_validator(mode="after")
     def _sweep_keys_exist(self) -> "Recipe":

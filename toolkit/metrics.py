@@ -53,6 +53,7 @@ class DocCounts:
     bucket_gold: Counter = field(default_factory=Counter)
     bucket_exact: Counter = field(default_factory=Counter)
     bucket_jaccard: Counter = field(default_factory=Counter)
+    unlocated: int = 0
 
 
 def _bucket(n_words: int) -> str:
@@ -100,8 +101,13 @@ def _match_jaccard(gold: Sequence[SpanLike], pred: Sequence[SpanLike], text: str
     return used_g
 
 
-def count_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLike], tolerances: Sequence[int] = (1, 3), jaccard_threshold: float = 0.5) -> DocCounts:
+def count_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLike], tolerances: Sequence[int] = (1, 3), jaccard_threshold: float = 0.5,
+                   unlocated: Sequence[str] = ()) -> DocCounts:
+    """`unlocated`: labels of predicted spans with no offsets (generated text not found in the document):
+    each counts as a prediction that matches nothing, i.e. a false positive."""
     c = DocCounts(within={k: [0, 0, 0] for k in tolerances})
+    c.unlocated = len(unlocated)
+    c.pred.update(unlocated)
     gold = list({(s.start, s.end, s.label): s for s in gold}.values())
     pred = list({(s.start, s.end, s.label): s for s in pred}.values())
     c.gold.update(s.label for s in gold)
@@ -145,12 +151,12 @@ def _prf(tp: float, n_pred: float, n_gold: float) -> tuple[float, float, float]:
 
 def _summary_vector(docs: Sequence[DocCounts], tolerances: Sequence[int]) -> tuple[list[str], np.ndarray]:
     """Per-document additive counts as a matrix, so bootstrap resampling is a sum over rows."""
-    names = ["gold", "pred", "exact_tp", "jaccard_tp", "start", "end", "both"]
+    names = ["gold", "pred", "exact_tp", "jaccard_tp", "start", "end", "both", "unlocated"]
     for k in tolerances:
         names += [f"w{k}_start", f"w{k}_end", f"w{k}_both"]
     rows = []
     for d in docs:
-        row = [sum(d.gold.values()), sum(d.pred.values()), sum(d.exact_tp.values()), sum(d.jaccard_tp.values()), d.start_hit, d.end_hit, d.both_hit]
+        row = [sum(d.gold.values()), sum(d.pred.values()), sum(d.exact_tp.values()), sum(d.jaccard_tp.values()), d.start_hit, d.end_hit, d.both_hit, d.unlocated]
         for k in tolerances:
             row += d.within[k]
         rows.append(row)
@@ -173,6 +179,7 @@ def _metrics_from_sums(names: list[str], sums: np.ndarray, tolerances: Sequence[
         out.update(span_precision=p, span_recall=r, span_f1=f1(p, r))
         p, r = ratio(col["jaccard_tp"], pred), ratio(col["jaccard_tp"], gold)
         out.update(jaccard_precision=p, jaccard_recall=r, jaccard_f1=f1(p, r))
+        out["hallucination_rate"] = ratio(col["unlocated"], pred)
         out["boundary_start_recall"] = ratio(col["start"], gold)
         out["boundary_end_recall"] = ratio(col["end"], gold)
         out["boundary_both_recall"] = ratio(col["both"], gold)
@@ -219,6 +226,38 @@ def _seqeval(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: S
     }
 
 
+def document_counts(texts, golds, preds, tolerances: Sequence[int] = (1, 3), jaccard_threshold: float = 0.5, unlocated=None) -> list[DocCounts]:
+    unlocated = unlocated or [()] * len(texts)
+    return [count_document(t, g, p, tolerances, jaccard_threshold, u) for t, g, p, u in zip(texts, golds, preds, unlocated)]
+
+
+PAIRED_METRICS = ("span_recall", "span_precision", "span_f1", "jaccard_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall")
+
+
+def paired_bootstrap(a: Sequence[DocCounts], b: Sequence[DocCounts], tolerances: Sequence[int], n: int = 1000, seed: int = 0) -> dict[str, dict]:
+    """Difference a - b of each metric on the same resampled documents: the observed difference,
+    its 95% interval, and a two-sided bootstrap p-value (how often the resampled difference
+    falls on the other side of zero, doubled)."""
+    if len(a) != len(b):
+        raise ValueError("paired bootstrap needs the same documents for both systems")
+    names, ma = _summary_vector(a, tolerances)
+    _, mb = _summary_vector(b, tolerances)
+    point_a = _metrics_from_sums(names, ma.sum(axis=0), tolerances)
+    point_b = _metrics_from_sums(names, mb.sum(axis=0), tolerances)
+    rng = np.random.default_rng(seed)
+    sample = rng.integers(0, len(a), size=(n, len(a)))
+    boot_a = _metrics_from_sums(names, ma[sample].sum(axis=1), tolerances)
+    boot_b = _metrics_from_sums(names, mb[sample].sum(axis=1), tolerances)
+    out = {}
+    for key in PAIRED_METRICS:
+        diff = boot_a[key] - boot_b[key]
+        observed = float(point_a[key] - point_b[key])
+        p = 2 * min(float(np.mean(diff <= 0)), float(np.mean(diff >= 0)))
+        out[key] = {"difference": round(observed, 4), "ci95": [round(float(np.percentile(diff, 2.5)), 4), round(float(np.percentile(diff, 97.5)), 4)],
+                    "p_value": round(min(1.0, p), 4)}
+    return out
+
+
 def score(
     texts: Sequence[str],
     golds: Sequence[Sequence[SpanLike]],
@@ -227,11 +266,14 @@ def score(
     jaccard_threshold: float = 0.5,
     bootstrap: int = 1000,
     seed: int = 0,
+    unlocated: Sequence[Sequence[str]] | None = None,
 ) -> dict:
-    """Every metric of the toolkit for one system on one set of documents."""
+    """Every metric of the toolkit for one system on one set of documents.
+
+    `unlocated[i]`: labels of document i's predictions that have no offsets (CLM hallucinations)."""
     if not (len(texts) == len(golds) == len(preds)):
         raise ValueError("texts, golds and preds must have one entry per document")
-    docs = [count_document(t, g, p, tolerances, jaccard_threshold) for t, g, p in zip(texts, golds, preds)]
+    docs = document_counts(texts, golds, preds, tolerances, jaccard_threshold, unlocated)
     names, matrix = _summary_vector(docs, tolerances)
     totals = matrix.sum(axis=0) if len(docs) else np.zeros(len(names))
     summary = {k: round(float(v), 4) for k, v in _metrics_from_sums(names, totals, tolerances).items()}
@@ -265,6 +307,7 @@ def score(
         "ci95": bootstrap_ci(docs, tolerances, bootstrap, seed),
         "per_label": per_label,
         "length_buckets": buckets,
-        "counts": {"documents": len(docs), "gold_spans": int(totals[0]) if len(docs) else 0, "predicted_spans": int(totals[1]) if len(docs) else 0},
+        "counts": {"documents": len(docs), "gold_spans": int(totals[0]) if len(docs) else 0, "predicted_spans": int(totals[1]) if len(docs) else 0,
+                   "unlocated_predictions": int(totals[7]) if len(docs) else 0},
         "settings": {"boundary_tolerance_words": list(tolerances), "jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap},
     }

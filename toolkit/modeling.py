@@ -20,8 +20,14 @@ DROPOUT_ATTRS = {
 META_FILE = "toolkit.json"
 
 
-def resolve_model_name(name: str) -> str:
-    return default_encoder() if name == "default" else name
+def resolve_model_name(name: str, task: str = "token_classification") -> str:
+    if name != "default":
+        return name
+    if task == "span_generation":
+        from toolkit.models import default_decoder
+
+        return default_decoder()
+    return default_encoder()
 
 
 def apply_dropout(config, dropout) -> dict[str, float]:

@@ -28,7 +28,32 @@ def execute(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dict | None
         from toolkit.train_token import run_token_classification
 
         return run_token_classification(recipe, run_dir, dry_run)
-    raise ToolkitError(f"task {recipe.task!r} is not implemented yet", fix="use task: token_classification")
+    if recipe.task == "span_generation":
+        from toolkit.train_clm import run_span_generation
+
+        return run_span_generation(recipe, run_dir, dry_run)
+    raise ToolkitError(f"task {recipe.task!r} is not implemented", fix="use task: token_classification or span_generation")
+
+
+def load_system(path: Path):
+    """A trained run as a predictor: Tagger (token_classification) or Generator (span_generation)."""
+    from toolkit.modeling import load_meta
+    from toolkit.predict import Tagger, model_dir_of
+
+    meta = load_meta(model_dir_of(path))
+    if meta.get("task") == "span_generation":
+        from toolkit.generate import Generator
+
+        return Generator.load(path)
+    return Tagger.load(path)
+
+
+def predict_with_report(system, texts: list[str]) -> tuple[list, list[list[str]], dict]:
+    """Predictions, labels of unlocated (hallucinated) predictions per document, and timing."""
+    predictions = system.predict(texts)
+    report = getattr(system, "last_report", None) or getattr(system, "last_timing", {})
+    unlocated = [[h["label"] for h in report.get("hallucinated", []) if h["doc"] == i] for i in range(len(texts))]
+    return predictions, unlocated, report
 
 
 def evaluate_run(run: Path, data: str, out: Path | None = None, bootstrap: int = 1000, tolerances: list[int] | None = None) -> tuple[dict, Path]:
@@ -36,21 +61,21 @@ def evaluate_run(run: Path, data: str, out: Path | None = None, bootstrap: int =
     from toolkit.data import load_records, resolve_data_path
     from toolkit.features import FeatureReport, filter_labels
     from toolkit.metrics import score
-    from toolkit.predict import Tagger
     from toolkit.reporting import write_metrics, write_predictions
 
-    tagger = Tagger.load(run)
+    system = load_system(run)
     records = load_records(data)
     report = FeatureReport()
-    records = filter_labels(records, list(tagger.settings.labels), report)
-    predictions = tagger.predict([r.text for r in records])
-    metrics = score([r.text for r in records], [r.spans for r in records], predictions, tolerances or [1, 3], 0.5, bootstrap)
+    records = filter_labels(records, list(system.meta["labels"]), report)
+    predictions, unlocated, timing = predict_with_report(system, [r.text for r in records])
+    metrics = score([r.text for r in records], [r.spans for r in records], predictions, tolerances or [1, 3], 0.5, bootstrap, 0, unlocated)
     out = out or Path(run) / "eval" / resolve_data_path(data).stem
     extra = {
         "data": str(data),
-        "seconds": round(tagger.last_timing["seconds"], 2),
-        "windows": tagger.last_timing["windows"],
+        "seconds": round(timing["seconds"], 2),
+        "windows": timing["windows"],
         "spans_of_other_labels_ignored": dict(report.spans_other_labels),
+        "hallucinated": timing.get("hallucinated", []),
     }
     write_predictions(out / "predictions.jsonl", records, predictions)
     write_metrics(out, metrics, f"{Path(run).name} on {data}", extra)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,25 +22,7 @@ from toolkit.metrics import score
 from toolkit.modeling import build_token_model, save_token_model
 from toolkit.predict import Tagger
 from toolkit.reporting import write_metrics, write_predictions
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
-def _world() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def _precision(choice: str) -> dict:
-    import torch
-
-    cuda = torch.cuda.is_available()
-    if choice == "auto":
-        return {"bf16": cuda and torch.cuda.is_bf16_supported()}
-    if choice in ("bf16", "fp16") and not cuda:
-        raise ToolkitError(f"train.precision={choice} needs a CUDA device", fix="use train.precision=auto (fp32 on CPU)")
-    return {"bf16": choice == "bf16", "fp16": choice == "fp16"}
+from toolkit.training import is_main_process, peak_rss_mib, training_arguments, world_size
 
 
 def _class_weights(choice, space: LabelSpace, targets: list[list]) -> list[float] | None:
@@ -152,13 +133,13 @@ def prepare(recipe: Recipe):
 def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dict | None:
     """Train, save and score one run. Returns the dev metrics on rank 0 (None on other ranks)."""
     import torch
-    from transformers import EarlyStoppingCallback, TrainingArguments, set_seed
+    from transformers import EarlyStoppingCallback, set_seed
 
     set_seed(recipe.seed)
     train_records, dev_records, settings, space, model, tokenizer, train, dev = prepare(recipe)
     (train_windows, train_targets, train_report), (dev_windows, dev_targets, dev_report) = train, dev
     t = recipe.train
-    steps_per_epoch = max(1, len(train_windows) // (t.batch_size * t.gradient_accumulation * _world()))
+    steps_per_epoch = max(1, len(train_windows) // (t.batch_size * t.gradient_accumulation * world_size()))
     plan = {
         "labels": list(settings.labels),
         "train": train_report.to_dict(),
@@ -170,8 +151,7 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
     if dry_run:
         return {"plan": plan}
 
-    is_main = _rank() == 0
-    if is_main:
+    if is_main_process():
         run_dir.mkdir(parents=True, exist_ok=True)
         dump_recipe(recipe, run_dir / "config.yaml")
         (run_dir / "data_report.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
@@ -184,33 +164,7 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
         s = score([r.text for r in dev_records], [r.spans for r in dev_records], spans, bootstrap=0)["summary"]
         return {"span_f1": s["span_f1"], "span_precision": s["span_precision"], "span_recall": s["span_recall"], "boundary_both_recall": s["boundary_both_recall"]}
 
-    eval_every = {"eval_strategy": "epoch", "save_strategy": "epoch"} if t.eval_every == "epoch" else {
-        "eval_strategy": "steps", "save_strategy": "steps", "eval_steps": t.eval_every, "save_steps": t.eval_every}
-    cuda = torch.cuda.is_available()
-    args = TrainingArguments(
-        output_dir=str(run_dir / "checkpoints"),
-        learning_rate=t.learning_rate,
-        num_train_epochs=t.epochs,
-        max_steps=t.max_steps,
-        per_device_train_batch_size=t.batch_size,
-        per_device_eval_batch_size=t.eval_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation,
-        warmup_ratio=t.warmup_ratio,
-        weight_decay=t.weight_decay,
-        logging_steps=t.logging_steps,
-        save_total_limit=t.save_total_limit,
-        group_by_length=t.group_by_length,
-        load_best_model_at_end=True,
-        metric_for_best_model="span_f1",
-        greater_is_better=True,
-        seed=recipe.seed,
-        report_to=[],
-        dataloader_pin_memory=cuda,
-        ddp_backend=None if cuda or _world() == 1 else "gloo",
-        ddp_find_unused_parameters=False,
-        **eval_every,
-        **_precision(t.precision),
-    )
+    args = training_arguments(recipe, run_dir, metric="span_f1")
     callbacks = [EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else []
     trainer = _trainer_class()(
         model=model,
@@ -243,10 +197,10 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
         "epochs_completed": round(epochs, 2),
         "optimizer_steps": trainer.state.global_step,
         "train_tokens_per_second": round(train_report.tokens * epochs / train_seconds, 1) if train_seconds else None,
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "peak_cuda_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1) if cuda else None,
+        "peak_rss_mib": peak_rss_mib(),
+        "peak_cuda_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
         "eval_seconds": round(tagger.last_timing["seconds"], 1),
-        "world_size": _world(),
+        "world_size": world_size(),
         "resumed_from_checkpoint": checkpoints[-1].name if checkpoints else None,
         "best_checkpoint_dev_span_f1": trainer.state.best_metric,
         "spans_not_representable_train": train_report.spans_not_representable,

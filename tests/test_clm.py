@@ -1,0 +1,159 @@
+"""The CLM track on tiny models: prompt format, offset recovery, constrained decoding, training, compare."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from toolkit.clm_data import build_examples
+from toolkit.compare import System, summarize, table_rows
+from toolkit.config import load_recipe
+from toolkit.constrained import LineGrammar
+from toolkit.decoding import PredictedSpan
+from toolkit.metrics import score
+from toolkit.prompts import GeneratedLine as G
+from toolkit.prompts import build_prompt, build_target, parse_output
+from toolkit.recovery import recover_offsets
+from toolkit.runs import execute
+from toolkit.schema import Span, SpanRecord
+from toolkit.tokenization import load_tokenizer
+
+WINDOW = "Aspirin helps. We stopped aspirin and  started warfarin;\naspirin again."
+
+
+def test_target_and_parse_round_trip():
+    spans = [Span(start=15 + 11, end=15 + 18, label="Chemical"), Span(start=0, end=7, label="Chemical")]
+    target = build_target(WINDOW, spans)
+    assert target == "Chemical: Aspirin\nChemical: aspirin\n"
+    assert build_target(WINDOW, []) == "none\n"
+    parsed = parse_output(target + "Dosage: 5 mg\nno colon here\nnone\n", ["Chemical", "Disease"])
+    assert parsed.spans == [G("Chemical", "Aspirin"), G("Chemical", "aspirin")]
+    assert parsed.unknown_labels == ["Dosage: 5 mg"] and parsed.malformed == ["no colon here"]
+    assert "Chemical, Disease" in build_prompt(WINDOW, ["Chemical", "Disease"])
+
+
+def test_recovery_repeats_whitespace_near_misses_and_inventions():
+    gen = [G("C", "aspirin"), G("C", "aspirin"), G("C", "stopped aspirin and started"), G("C", "warfarin; aspirin"),
+           G("C", "warfarine"), G("C", "ibuprofen"), G("C", "Aspirin")]
+    r = recover_offsets(WINDOW, gen, min_similarity=85)
+    got = [(WINDOW[s.start : s.end], s.method) for s in r.spans]
+    assert got[0] == ("aspirin", "exact") and r.spans[0].start == 26          # first occurrence after the cursor
+    assert got[1] == ("aspirin", "exact") and r.spans[1].start == WINDOW.rindex("aspirin")  # the repeat takes the next one
+    assert got[2] == ("stopped aspirin and  started", "whitespace")          # whitespace drift
+    assert got[3] == ("warfarin;\naspirin", "whitespace")                    # newline in the source
+    assert got[4][1] == "fuzzy" and got[4][0] == "warfarin"                   # near miss
+    assert got[5] == ("Aspirin", "exact") and r.spans[5].start == 0
+    assert r.hallucinated == [G("C", "ibuprofen")]                            # invented: a false positive
+
+
+def test_grammar_only_accepts_substrings_of_the_window():
+    g = LineGrammar(WINDOW, ["Chemical", "Disease"])
+    assert g.valid_prefix("Chemical: warfarin; aspirin")  # the window's newline written as a space
+    assert g.valid_prefix("Chem") and g.valid_prefix("none\nDisease: ")
+    assert not g.valid_prefix("Chemical: ibu") and not g.valid_prefix("Drug: ") and not g.valid_prefix("Chemical: \n")
+
+
+def test_constrained_decoding_never_emits_text_absent_from_the_window(tiny_llama, tmp_path):
+    """An untrained model generates junk; under the copy constraint every span is still in its window."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from toolkit.generate import Generator
+
+    tok = load_tokenizer(str(tiny_llama))
+    torch.manual_seed(0)  # an initialisation that emits spans rather than only "none"
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tiny_llama))
+    meta = {"labels": ["Chemical", "Disease"], "max_length": 64, "stride": 16, "max_new_tokens": 40, "batch_size": 4, "min_similarity": 101}
+    texts = [json.loads(line)["text"] for line in (REPO / "toolkit" / "sample" / "clinical_dev.jsonl").open()][:3]
+    gen = Generator(model, tok, meta)
+    gen.predict(texts, constrained=True)
+    report = gen.last_report
+    assert report["hallucinated_spans"] == 0 and report["unknown_label_lines"] == 0 and report["malformed_lines"] == 0
+    assert set(report["recovered_by"]) <= {"exact", "whitespace"} and sum(report["recovered_by"].values()) > 0
+
+
+def test_copy_processor_masks_tokens_that_leave_the_window(tiny_llama):
+    import torch
+
+    from toolkit.constrained import make_copy_processor
+
+    tok = load_tokenizer(str(tiny_llama))
+    prompt = tok("Spans:\n", add_special_tokens=False, return_tensors="pt")["input_ids"]
+    done = tok("Chemical: war", add_special_tokens=False, return_tensors="pt")["input_ids"]
+    ids = torch.cat([prompt, done], dim=1)
+    processor = make_copy_processor(tok, ["We stopped warfarin."], ["Chemical"], prompt.shape[1])
+    scores = torch.zeros((1, len(tok)))
+    out = processor(ids, scores)
+    allowed = [i for i in range(len(tok)) if out[0, i] > float("-inf")]
+    texts = [tok.decode([i]) for i in allowed]
+    assert allowed and all(("Chemical: war" + t).split("\n")[0][len("Chemical: "):] in "We stopped warfarin." for t in texts)
+    assert tok.eos_token_id not in allowed  # no end in the middle of a line
+
+
+def test_loss_covers_only_the_completion(tiny_llama):
+    tok = load_tokenizer(str(tiny_llama))
+    rec = SpanRecord(id="a", text="We stopped warfarin.", spans=[Span(start=11, end=19, label="Chemical")])
+    (ex,), report = build_examples(tok, [rec], ["Chemical"], 64, 16, chat_template=False)
+    prompt_len = sum(1 for x in ex["labels"] if x == -100)
+    assert ex["labels"][:prompt_len] == [-100] * prompt_len and -100 not in ex["labels"][prompt_len:]
+    assert tok.decode(ex["input_ids"][:prompt_len]) == build_prompt(rec.text, ["Chemical"])
+    assert tok.decode(ex["labels"][prompt_len:]) == "Chemical: warfarin\n<|im_end|>"
+    assert report.spans_not_representable == 0
+
+
+def test_spans_longer_than_a_window_are_reported(tiny_llama):
+    tok = load_tokenizer(str(tiny_llama))
+    text = " ".join(["the patient was given metformin"] * 20)
+    rec = SpanRecord(id="a", text=text, spans=[Span(start=0, end=len(text), label="Chemical")])
+    _, report = build_examples(tok, [rec], ["Chemical"], 32, 8, chat_template=False)
+    assert report.windows > 1 and report.spans_not_representable == 1
+
+
+CLM = ["data.train=sample:clinical_train", "data.dev=sample:clinical_train", "data.max_train_docs=2", "data.max_dev_docs=2",
+       "train.epochs=150", "train.learning_rate=5e-3", "train.batch_size=2", "model.lora.enabled=false", "train.warmup_ratio=0",
+       "train.eval_every=150", "eval.bootstrap=10", "generation.max_new_tokens=96"]
+
+
+def test_tiny_decoder_overfits_two_documents(tiny_llama, tmp_path):
+    recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM])
+    result = execute(recipe, tmp_path / "demo_clm")
+    assert result["summary"]["span_f1"] == 1.0 and result["run"]["hallucinated_spans"] == 0
+    assert (tmp_path / "demo_clm" / "model" / "toolkit.json").is_file()
+    assert (tmp_path / "demo_clm" / "hallucinations.jsonl").is_file()
+
+
+def test_lora_clm_trains_adapters_only(tiny_llama, tmp_path):
+    recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM, "model.lora.enabled=true"])
+    plan = execute(recipe, tmp_path / "x", dry_run=True)["plan"]
+    assert plan["trainable_parameters"] < plan["parameters"] / 5
+
+
+def test_decoder_as_tagger_runs_through_the_mlm_code(tiny_llama, tmp_path):
+    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
+        f"model.name={tiny_llama}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_train",
+        "data.max_train_docs=5", "data.max_dev_docs=5", "train.epochs=40", "train.learning_rate=3e-3", "train.batch_size=5",
+        "train.warmup_ratio=0", "model.multi_label=false", "model.dropout.embedding=0", "eval.bootstrap=10"])
+    result = execute(recipe, tmp_path / "demo_mlm")
+    assert result["summary"]["span_f1"] == 1.0
+    from transformers import AutoConfig
+
+    assert AutoConfig.from_pretrained(tmp_path / "demo_mlm" / "model").architectures == ["LlamaForTokenClassification"]
+
+
+def test_compare_table_equals_the_scorer_on_fixed_predictions():
+    text = "Either party may terminate on thirty days notice. This Agreement is governed by Ohio law."
+    gold = [[Span(start=0, end=49, label="Termination"), Span(start=50, end=len(text), label="Governing Law")]]
+    a = [[PredictedSpan(0, 49, "Termination", 0.9), PredictedSpan(55, len(text), "Governing Law", 0.6)]]
+    b = [[PredictedSpan(0, 49, "Termination", 1.0)]]
+    systems = [System("mlm", Path("runs/mlm"), "token_classification", a, [[]], 1.0, 100.0, "input tokens/s"),
+               System("clm", Path("runs/clm"), "span_generation", b, [["Governing Law"]], 4.0, 10.0, "generated tokens/s")]
+    summary = summarize(systems, [text], gold, [1, 3], bootstrap=50)
+    header, rows = table_rows(summary, [1, 3])
+    for row, preds, unl in zip(rows, (a, b), ([[]], [["Governing Law"]])):
+        expected = score([text], gold, preds, [1, 3], 0.5, 50, 0, unl)
+        for col in ("span_recall", "boundary_start_recall", "boundary_both_recall", "span_precision", "hallucination_rate"):
+            assert row[header.index(col)].startswith(f"{expected['summary'][col]:.4f}")
+    assert summary["systems"]["clm"]["summary"]["hallucination_rate"] == 0.5
+    diff = summary["paired_bootstrap"]["mlm - clm"]["boundary_end_recall"]["difference"]
+    assert diff == pytest.approx(1.0 - 0.5)

@@ -1,0 +1,70 @@
+"""What both training flows share: process rank, precision, and the Trainer's arguments."""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+from toolkit.config import Recipe
+from toolkit.errors import ToolkitError
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def peak_rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def precision_flags(choice: str) -> dict:
+    """auto: bf16 on CUDA devices that support it, fp32 elsewhere."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if choice == "auto":
+        return {"bf16": cuda and torch.cuda.is_bf16_supported()}
+    if choice in ("bf16", "fp16") and not cuda:
+        raise ToolkitError(f"train.precision={choice} needs a CUDA device", fix="use train.precision=auto (fp32 on CPU)")
+    return {"bf16": choice == "bf16", "fp16": choice == "fp16"}
+
+
+def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_better: bool = True, **extra):
+    """TrainingArguments from a recipe: a checkpoint per evaluation, best checkpoint by `metric` kept and loaded at the end."""
+    import torch
+    from transformers import TrainingArguments
+
+    t = recipe.train
+    schedule = {"eval_strategy": "epoch", "save_strategy": "epoch"} if t.eval_every == "epoch" else {
+        "eval_strategy": "steps", "save_strategy": "steps", "eval_steps": t.eval_every, "save_steps": t.eval_every}
+    cuda = torch.cuda.is_available()
+    return TrainingArguments(
+        output_dir=str(run_dir / "checkpoints"),
+        learning_rate=t.learning_rate,
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.batch_size,
+        per_device_eval_batch_size=t.eval_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation,
+        warmup_ratio=t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        logging_steps=t.logging_steps,
+        save_total_limit=t.save_total_limit,
+        group_by_length=t.group_by_length,
+        load_best_model_at_end=True,
+        metric_for_best_model=metric,
+        greater_is_better=greater_is_better,
+        seed=recipe.seed,
+        report_to=[],
+        dataloader_pin_memory=cuda,
+        ddp_backend=None if cuda or world_size() == 1 else "gloo",
+        ddp_find_unused_parameters=False,
+        **schedule,
+        **precision_flags(t.precision),
+        **extra,
+    )
