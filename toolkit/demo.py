@@ -3,7 +3,12 @@
 1. `toolkit check` on both sample domains;
 2. export/import round trips through every writable format, with what each keeps;
 3. `toolkit run recipes/demo_mlm.yaml`: fine-tune the default MiniLM encoder to tag
-   contract clauses, and print its dev scores.
+   contract clauses, and print its dev scores;
+4. `toolkit run recipes/demo_clm.yaml`: fine-tune SmolLM2-135M with LoRA to generate the
+   same clauses, and print its dev scores;
+5. `toolkit compare` of the two on the same dev documents.
+
+Overrides: `mlm.KEY=VALUE` / `clm.KEY=VALUE` go to one recipe, plain `KEY=VALUE` to both.
 """
 
 from __future__ import annotations
@@ -60,23 +65,53 @@ def round_trip(records: list[SpanRecord], fmt: str, workdir: Path) -> dict:
 
 
 # The Quick start installs the repository in editable mode, so recipes/ sits beside the package.
-DEMO_RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "demo_mlm.yaml"
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 
 
-def train_demo(workdir: Path, console: Console, overrides: list[str]) -> int:
+def split_overrides(overrides: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {"mlm": [], "clm": []}
+    for o in overrides:
+        track, dot, rest = o.partition(".")
+        if dot and track in out:
+            out[track].append(rest)
+        else:
+            out["mlm"].append(o)
+            out["clm"].append(o)
+    return out
+
+
+def train_demo(recipe_name: str, workdir: Path, console: Console, overrides: list[str]) -> Path:
     from toolkit.config import load_recipe
     from toolkit.reporting import score_table
     from toolkit.runs import execute, prepare_run_dir
 
-    recipe = load_recipe(DEMO_RECIPE, [f"output_dir={workdir}", *overrides])
+    recipe = load_recipe(RECIPES / f"{recipe_name}.yaml", [f"output_dir={workdir}", *overrides])
     run_dir = workdir / recipe.name
-    console.rule(f"[bold]Training {recipe.name}: {recipe.model.name} on {recipe.data.train}")
+    console.rule(f"[bold]Training {recipe.name} ({recipe.task}): {recipe.model.name} on {recipe.data.train}")
     prepare_run_dir(run_dir, overwrite=True)
     result = execute(recipe, run_dir)
     console.print(score_table(f"{recipe.name} on {recipe.data.dev} (the sample is small and regular: expect high scores)", result))
     info = result["run"]
     console.print(f"Training: {info['train_seconds']} s, {info['train_tokens_per_second']} tokens/s, peak RSS {info['peak_rss_mib']} MiB. Run directory: {run_dir}")
-    return 0
+    return run_dir
+
+
+def compare_demo(runs: list[Path], workdir: Path, console: Console) -> None:
+    from toolkit.compare import compare, table_rows
+
+    console.rule("[bold]MLM vs CLM on the same dev documents")
+    summary = compare([str(r) for r in runs], "sample:contracts_dev", workdir / "compare", bootstrap=1000)
+    header, rows = table_rows(summary, [1, 3])
+    keep = ["system", "task", "span_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall", "jaccard_recall",
+            "span_precision", "hallucination_rate", "seconds/doc"]
+    table = Table(*keep, title="compare (95% CIs; see compare.md for the paired bootstrap)")
+    for r in rows:
+        table.add_row(*[r[header.index(k)] for k in keep])
+    console.print(table)
+    for pair, metrics in summary["paired_bootstrap"].items():
+        v = metrics["boundary_both_recall"]
+        console.print(f"{pair}: boundary recall (both) difference {v['difference']:+.3f}, 95% CI {v['ci95'][0]:+.3f} to {v['ci95'][1]:+.3f}, p = {v['p_value']:.3f}")
+    console.print(f"Written: {workdir / 'compare'}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
 
 
 def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None) -> int:
@@ -97,6 +132,8 @@ def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None
             if r["unreported_loss"]:
                 status = 1
     console.print(table)
-    status |= train_demo(workdir, console, overrides or [])
+    per_track = split_overrides(overrides or [])
+    runs = [train_demo("demo_mlm", workdir, console, per_track["mlm"]), train_demo("demo_clm", workdir, console, per_track["clm"])]
+    compare_demo(runs, workdir, console)
     console.print(f"Outputs under {workdir}")
     return status
