@@ -177,11 +177,12 @@ def compare_(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/compare"),
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for CIs and the paired test.")] = 1000,
     tolerance: Annotated[Optional[list[int]], typer.Option(help="k for boundary recall within +/-k words (repeatable).")] = None,
+    max_docs: Annotated[Optional[int], typer.Option(help="Score the first N documents only (CLM generation is slow on CPU).")] = None,
 ) -> None:
     """Compare systems (e.g. MLM vs CLM) on the same documents with the one scorer."""
     from toolkit.compare import compare, table_rows
 
-    summary = compare(systems, data, out, bootstrap, tolerance or [1, 3])
+    summary = compare(systems, data, out, bootstrap, tolerance or [1, 3], max_docs=max_docs)
     header, rows = table_rows(summary, tolerance or [1, 3])
     table = Table(*header, title=f"compare on {data}")
     for r in rows:

@@ -71,7 +71,8 @@ def run_system(path: Path, texts: list[str]) -> System:
     return System(path.name, path, system.meta.get("task", "token_classification"), predictions, unlocated, seconds, tps, measure)
 
 
-def compare(refs: list[str], data: str, out: Path, bootstrap: int = 1000, tolerances: list[int] | None = None, seed: int = 0) -> dict:
+def compare(refs: list[str], data: str, out: Path, bootstrap: int = 1000, tolerances: list[int] | None = None, seed: int = 0,
+            max_docs: int | None = None) -> dict:
     from toolkit.data import load_records
     from toolkit.features import FeatureReport, filter_labels
     from toolkit.modeling import load_meta
@@ -84,7 +85,7 @@ def compare(refs: list[str], data: str, out: Path, bootstrap: int = 1000, tolera
     if not labels:
         raise ToolkitError("the systems share no label", fix="compare systems trained on the same labels")
     report = FeatureReport()
-    records = filter_labels(load_records(data), labels, report)
+    records = filter_labels(load_records(data, max_docs), labels, report)
     texts, golds = [r.text for r in records], [r.spans for r in records]
     systems = []
     for p in paths:
@@ -94,7 +95,7 @@ def compare(refs: list[str], data: str, out: Path, bootstrap: int = 1000, tolera
         s.unlocated = [[lb for lb in doc if lb in labels] for doc in s.unlocated]
         systems.append(s)
     summary = summarize(systems, texts, golds, tolerances, bootstrap, seed)
-    summary.update({"data": data, "documents": len(records), "labels": labels, "spans_of_other_labels_ignored": dict(report.spans_other_labels)})
+    summary.update({"data": data + (f" (first {max_docs} documents)" if max_docs else ""), "documents": len(records), "labels": labels, "spans_of_other_labels_ignored": dict(report.spans_other_labels)})
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     _write_table(summary, tolerances, out)

@@ -64,6 +64,9 @@ def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_be
         dataloader_pin_memory=cuda,
         ddp_backend=None if cuda or world_size() == 1 else "gloo",
         ddp_find_unused_parameters=False,
+        # transformers hides progress bars when its log level is above WARN, which
+        # load_tokenizer sets to silence length warnings: ask for them explicitly.
+        disable_tqdm=False,
         **schedule,
         **precision_flags(t.precision),
         **extra,
