@@ -157,3 +157,16 @@ def test_compare_table_equals_the_scorer_on_fixed_predictions():
     assert summary["systems"]["clm"]["summary"]["hallucination_rate"] == 0.5
     diff = summary["paired_bootstrap"]["mlm - clm"]["boundary_end_recall"]["difference"]
     assert diff == pytest.approx(1.0 - 0.5)
+
+
+def test_compare_reuses_saved_predictions(tiny_bert, tmp_path):
+    from toolkit.compare import compare
+
+    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
+        f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_dev",
+        "data.max_train_docs=5", "train.epochs=2", "eval.bootstrap=10", "model.multi_label=false"])
+    result = execute(recipe, tmp_path / "demo_mlm")
+    fresh = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c1", bootstrap=10)
+    reused = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c2", bootstrap=10, reuse=True)
+    assert fresh["systems"]["demo_mlm"]["summary"] == reused["systems"]["demo_mlm"]["summary"]
+    assert reused["systems"]["demo_mlm"]["summary"]["span_f1"] == result["summary"]["span_f1"]

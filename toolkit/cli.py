@@ -178,11 +178,12 @@ def compare_(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for CIs and the paired test.")] = 1000,
     tolerance: Annotated[Optional[list[int]], typer.Option(help="k for boundary recall within +/-k words (repeatable).")] = None,
     max_docs: Annotated[Optional[int], typer.Option(help="Score the first N documents only (CLM generation is slow on CPU).")] = None,
+    reuse_predictions: Annotated[bool, typer.Option(help="Use a run's saved dev predictions when they cover these documents (no new inference).")] = False,
 ) -> None:
     """Compare systems (e.g. MLM vs CLM) on the same documents with the one scorer."""
     from toolkit.compare import compare, table_rows
 
-    summary = compare(systems, data, out, bootstrap, tolerance or [1, 3], max_docs=max_docs)
+    summary = compare(systems, data, out, bootstrap, tolerance or [1, 3], max_docs=max_docs, reuse=reuse_predictions)
     header, rows = table_rows(summary, tolerance or [1, 3])
     table = Table(*header, title=f"compare on {data}")
     for r in rows:

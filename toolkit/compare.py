@@ -57,6 +57,35 @@ def resolve_system(ref: str, train_missing: bool = True) -> Path:
     return path
 
 
+def saved_system(path: Path, ids: list[str]) -> System | None:
+    """A run's own dev predictions (predictions.jsonl, hallucinations.jsonl, timing from metrics.json),
+    when they cover every requested document; None otherwise."""
+    from toolkit.decoding import PredictedSpan
+    from toolkit.modeling import load_meta
+    from toolkit.predict import model_dir_of
+
+    pred_file, metrics_file = path / "predictions.jsonl", path / "metrics.json"
+    if not (pred_file.is_file() and metrics_file.is_file()):
+        return None
+    saved = {}
+    for line in pred_file.open(encoding="utf-8"):
+        row = json.loads(line)
+        saved[row["id"]] = [PredictedSpan(s["start"], s["end"], s["label"], s["score"]) for s in row["spans"]]
+    if not all(i in saved for i in ids):
+        return None
+    halluc: dict[str, list[str]] = {}
+    if (path / "hallucinations.jsonl").is_file():
+        for line in (path / "hallucinations.jsonl").open(encoding="utf-8"):
+            row = json.loads(line)
+            halluc.setdefault(row["id"], []).append(row["label"])
+    run = json.loads(metrics_file.read_text(encoding="utf-8")).get("run", {})
+    task = load_meta(model_dir_of(path)).get("task", "token_classification")
+    per_doc = run.get("eval_seconds", 0.0) / max(1, len(saved))
+    tps = run.get("generated_tokens_per_second") if task == "span_generation" else None
+    return System(path.name, path, task, [saved[i] for i in ids], [halluc.get(i, []) for i in ids], per_doc * len(ids), tps,
+                  "generated tokens/s (saved run)" if task == "span_generation" else "n/a (saved run)")
+
+
 def run_system(path: Path, texts: list[str]) -> System:
     from toolkit.runs import load_system, predict_with_report
 
@@ -72,7 +101,7 @@ def run_system(path: Path, texts: list[str]) -> System:
 
 
 def compare(refs: list[str], data: str, out: Path, bootstrap: int = 1000, tolerances: list[int] | None = None, seed: int = 0,
-            max_docs: int | None = None) -> dict:
+            max_docs: int | None = None, reuse: bool = False) -> dict:
     from toolkit.data import load_records
     from toolkit.features import FeatureReport, filter_labels
     from toolkit.modeling import load_meta
@@ -89,7 +118,7 @@ def compare(refs: list[str], data: str, out: Path, bootstrap: int = 1000, tolera
     texts, golds = [r.text for r in records], [r.spans for r in records]
     systems = []
     for p in paths:
-        s = run_system(p, texts)
+        s = (saved_system(p, [r.id for r in records]) if reuse else None) or run_system(p, texts)
         # Score every system on the shared labels only.
         s.predictions = [[x for x in doc if x.label in labels] for doc in s.predictions]
         s.unlocated = [[lb for lb in doc if lb in labels] for doc in s.unlocated]
