@@ -170,3 +170,18 @@ def test_compare_reuses_saved_predictions(tiny_bert, tmp_path):
     reused = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c2", bootstrap=10, reuse=True)
     assert fresh["systems"]["demo_mlm"]["summary"] == reused["systems"]["demo_mlm"]["summary"]
     assert reused["systems"]["demo_mlm"]["summary"]["span_f1"] == result["summary"]["span_f1"]
+
+
+def test_eval_and_compare_apply_the_runs_label_map(tiny_bert, tmp_path):
+    from toolkit.compare import compare
+    from toolkit.runs import evaluate_run
+
+    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
+        f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_dev",
+        "data.max_train_docs=5", "train.epochs=1", "eval.bootstrap=10", "model.multi_label=false",
+        "data.label_map={Chemical: Entity, Disease: Entity}"])
+    execute(recipe, tmp_path / "demo_mlm")
+    metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=0)
+    assert metrics["counts"]["gold_spans"] > 0  # raw Chemical/Disease spans are mapped to the run's Entity label
+    summary = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c", bootstrap=10, reuse=True)
+    assert summary["systems"]["demo_mlm"]["counts"]["gold_spans"] == metrics["counts"]["gold_spans"]

@@ -113,8 +113,17 @@ def compare(refs: list[str], data: str, out: Path, bootstrap: int = 1000, tolera
     labels = sorted(set.intersection(*label_sets))
     if not labels:
         raise ToolkitError("the systems share no label", fix="compare systems trained on the same labels")
+    from toolkit.data import map_record_labels
+    from toolkit.runs import run_label_map
+
+    maps = [run_label_map(p) for p in paths]
+    if any(m != maps[0] for m in maps[1:]):
+        raise ToolkitError("the systems were trained with different data.label_map settings", fix="compare systems trained on the same label mapping")
+    records = load_records(data, max_docs)
+    if maps[0]:  # score on the labels the systems were trained with
+        records = [map_record_labels(r, maps[0])[0] for r in records]
     report = FeatureReport()
-    records = filter_labels(load_records(data, max_docs), labels, report)
+    records = filter_labels(records, labels, report)
     texts, golds = [r.text for r in records], [r.spans for r in records]
     systems = []
     for p in paths:
@@ -124,7 +133,7 @@ def compare(refs: list[str], data: str, out: Path, bootstrap: int = 1000, tolera
         s.unlocated = [[lb for lb in doc if lb in labels] for doc in s.unlocated]
         systems.append(s)
     summary = summarize(systems, texts, golds, tolerances, bootstrap, seed)
-    summary.update({"data": data + (f" (first {max_docs} documents)" if max_docs else ""), "documents": len(records), "labels": labels, "spans_of_other_labels_ignored": dict(report.spans_other_labels)})
+    summary.update({"data": data + (f" (first {max_docs} documents)" if max_docs else ""), "documents": len(records), "label_map": maps[0], "labels": labels, "spans_of_other_labels_ignored": dict(report.spans_other_labels)})
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     _write_table(summary, tolerances, out)

@@ -35,6 +35,16 @@ def execute(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dict | None
     raise ToolkitError(f"task {recipe.task!r} is not implemented", fix="use task: token_classification or span_generation")
 
 
+def run_label_map(path: Path) -> dict[str, str] | None:
+    """The data.label_map a run was trained with (from its config.yaml), so it is scored on the same labels."""
+    from toolkit.config import load_recipe
+
+    for directory in (Path(path), Path(path).parent):
+        if (directory / "config.yaml").is_file():
+            return load_recipe(directory / "config.yaml").data.label_map
+    return None
+
+
 def load_system(path: Path):
     """A trained run as a predictor: Tagger (token_classification) or Generator (span_generation)."""
     from toolkit.modeling import load_meta
@@ -63,8 +73,13 @@ def evaluate_run(run: Path, data: str, out: Path | None = None, bootstrap: int =
     from toolkit.metrics import score
     from toolkit.reporting import write_metrics, write_predictions
 
+    from toolkit.data import map_record_labels
+
     system = load_system(run)
     records = load_records(data)
+    label_map = run_label_map(run)
+    if label_map:
+        records = [map_record_labels(r, label_map)[0] for r in records]
     report = FeatureReport()
     records = filter_labels(records, list(system.meta["labels"]), report)
     predictions, unlocated, timing = predict_with_report(system, [r.text for r in records])
@@ -74,6 +89,7 @@ def evaluate_run(run: Path, data: str, out: Path | None = None, bootstrap: int =
         "data": str(data),
         "seconds": round(timing["seconds"], 2),
         "windows": timing["windows"],
+        "label_map_applied": label_map,
         "spans_of_other_labels_ignored": dict(report.spans_other_labels),
         "hallucinated": timing.get("hallucinated", []),
     }
