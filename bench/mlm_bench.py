@@ -49,7 +49,6 @@ def run_baseline(recipe, out_dir: Path) -> dict:
     from toolkit.features import FeatureReport, LabelSpace, filter_labels
     from toolkit.metrics import score
     from toolkit.modeling import build_token_model
-    from toolkit.train_token import _dataset
     from toolkit.windows import Window
 
     set_seed(recipe.seed)

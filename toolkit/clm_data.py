@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from toolkit.prompts import build_prompt, build_target
 from toolkit.schema import SpanRecord

@@ -48,3 +48,13 @@ def map_record_labels(rec: SpanRecord, mapping: dict[str, str]) -> tuple[SpanRec
             dropped.append(s)
     merged = sort_spans(list(dict.fromkeys(spans)))
     return rec.model_copy(update={"spans": merged}), dropped, len(spans) - len(merged)
+
+
+def load_splits(recipe) -> tuple[list[SpanRecord], list[SpanRecord]]:
+    """A recipe's train and dev records, validated, capped and with data.label_map applied."""
+    train = load_records(recipe.data.train, recipe.data.max_train_docs)
+    dev = load_records(recipe.data.dev, recipe.data.max_dev_docs)
+    if recipe.data.label_map:
+        train = [map_record_labels(r, recipe.data.label_map)[0] for r in train]
+        dev = [map_record_labels(r, recipe.data.label_map)[0] for r in dev]
+    return train, dev

@@ -105,14 +105,19 @@ def build_token_model(cfg: ModelConfig, settings: DecodeSettings, num_outputs: i
     return model, tokenizer
 
 
-def save_token_model(model, tokenizer, directory: Path, settings: DecodeSettings, max_length: int, stride: int) -> None:
-    """A plain model directory (LoRA merged) plus toolkit.json, loadable by `load_token_model` and exportable."""
+def save_model_dir(model, tokenizer, directory: Path, meta: dict) -> None:
+    """A plain model directory (LoRA merged; the adapter kept in adapter/) plus toolkit.json."""
     directory.mkdir(parents=True, exist_ok=True)
     if hasattr(model, "merge_and_unload"):
         model.save_pretrained(directory / "adapter")
         model = model.merge_and_unload()
     model.save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)
+    (directory / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+def save_token_model(model, tokenizer, directory: Path, settings: DecodeSettings, max_length: int, stride: int) -> None:
+    """A token-classification model directory, loadable by `Tagger.load` and exportable."""
     meta = {
         "task": "token_classification",
         "labels": list(settings.labels),
@@ -121,7 +126,7 @@ def save_token_model(model, tokenizer, directory: Path, settings: DecodeSettings
         "max_length": max_length,
         "stride": stride,
     }
-    (directory / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    save_model_dir(model, tokenizer, directory, meta)
 
 
 def load_meta(directory: Path) -> dict:

@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 
 from toolkit.clm_data import build_examples
-from toolkit.config import Recipe, dump_recipe
-from toolkit.data import load_records, map_record_labels
+from toolkit.config import Recipe
+from toolkit.data import load_splits
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.features import FeatureReport, filter_labels
 from toolkit.metrics import score
-from toolkit.modeling import META_FILE, add_embedding_dropout, apply_dropout, resolve_model_name
+from toolkit.modeling import add_embedding_dropout, apply_dropout, resolve_model_name, save_model_dir
 from toolkit.reporting import write_metrics, write_predictions
-from toolkit.training import is_main_process, peak_rss_mib, training_arguments, world_size
+from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, training_arguments, world_size
 
 
 def build_causal_model(recipe: Recipe):
@@ -80,19 +80,13 @@ def _collator(pad_id: int):
 
 
 def save_causal_model(model, tokenizer, directory: Path, recipe: Recipe, labels: list[str]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    if hasattr(model, "merge_and_unload"):
-        model.save_pretrained(directory / "adapter")
-        model = model.merge_and_unload()
-    model.save_pretrained(directory, safe_serialization=True)
-    tokenizer.save_pretrained(directory)
     g = recipe.generation
     meta = {
         "task": "span_generation", "labels": labels, "max_length": recipe.model.max_length, "stride": recipe.model.stride,
         "max_new_tokens": g.max_new_tokens, "batch_size": g.batch_size, "constrained": g.constrained,
         "min_similarity": g.min_similarity, "chat_template": g.chat_template,
     }
-    (directory / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    save_model_dir(model, tokenizer, directory, meta)
 
 
 def run_span_generation(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dict | None:
@@ -103,11 +97,7 @@ def run_span_generation(recipe: Recipe, run_dir: Path, dry_run: bool = False) ->
     from toolkit.generate import Generator
 
     set_seed(recipe.seed)
-    train_records = load_records(recipe.data.train, recipe.data.max_train_docs)
-    dev_records = load_records(recipe.data.dev, recipe.data.max_dev_docs)
-    if recipe.data.label_map:
-        train_records = [map_record_labels(r, recipe.data.label_map)[0] for r in train_records]
-        dev_records = [map_record_labels(r, recipe.data.label_map)[0] for r in dev_records]
+    train_records, dev_records = load_splits(recipe)
     labels = recipe.data.labels or sorted({s.label for r in train_records for s in r.spans})
     if not labels:
         raise ToolkitError(f"{recipe.data.train}: no spans to learn from", fix="label some spans, or check data.labels")
@@ -122,15 +112,11 @@ def run_span_generation(recipe: Recipe, run_dir: Path, dry_run: bool = False) ->
     plan = {
         "labels": labels, "train": train_report.to_dict(), "dev": dev_report.to_dict(), "spans_other_labels": dict(other.spans_other_labels),
         "steps_per_epoch": max(1, len(train_examples) // (t.batch_size * t.gradient_accumulation * world_size())),
-        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        **parameter_counts(model),
     }
     if dry_run:
         return {"plan": plan}
-    if is_main_process():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        dump_recipe(recipe, run_dir / "config.yaml")
-        (run_dir / "data_report.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    start_run_dir(recipe, run_dir, plan)
 
     # Generating on the dev set every epoch would dominate CPU time; the checkpoint is chosen by
     # dev loss on the completions, and the final model is scored by generation below.

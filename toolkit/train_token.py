@@ -6,15 +6,13 @@ Reads top to bottom: `run_token_classification` is the whole recipe.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 
-from toolkit.config import Recipe, dump_recipe
-from toolkit.data import load_records, map_record_labels
+from toolkit.config import Recipe
+from toolkit.data import load_splits
 from toolkit.decoding import DecodeSettings, decode_documents
 from toolkit.errors import ToolkitError
 from toolkit.features import FeatureReport, LabelSpace, build_features, filter_labels
@@ -22,7 +20,7 @@ from toolkit.metrics import score
 from toolkit.modeling import build_token_model, save_token_model
 from toolkit.predict import Tagger
 from toolkit.reporting import write_metrics, write_predictions
-from toolkit.training import is_main_process, peak_rss_mib, training_arguments, world_size
+from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, training_arguments, world_size
 
 
 def _class_weights(choice, space: LabelSpace, targets: list[list]) -> list[float] | None:
@@ -111,11 +109,7 @@ def _dataset(windows, targets):
 
 def prepare(recipe: Recipe):
     """Data, label space, model and features: everything before training (also what --dry-run shows)."""
-    train_records = load_records(recipe.data.train, recipe.data.max_train_docs)
-    dev_records = load_records(recipe.data.dev, recipe.data.max_dev_docs)
-    if recipe.data.label_map:
-        train_records = [map_record_labels(r, recipe.data.label_map)[0] for r in train_records]
-        dev_records = [map_record_labels(r, recipe.data.label_map)[0] for r in dev_records]
+    train_records, dev_records = load_splits(recipe)
     labels = recipe.data.labels or sorted({s.label for r in train_records for s in r.spans})
     if not labels:
         raise ToolkitError(f"{recipe.data.train}: no spans to learn from", fix="label some spans, or check data.labels")
@@ -145,16 +139,11 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
         "train": train_report.to_dict(),
         "dev": dev_report.to_dict(),
         "steps_per_epoch": steps_per_epoch,
-        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        **parameter_counts(model),
     }
     if dry_run:
         return {"plan": plan}
-
-    if is_main_process():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        dump_recipe(recipe, run_dir / "config.yaml")
-        (run_dir / "data_report.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    start_run_dir(recipe, run_dir, plan)
 
     docs, offsets, word_ids = [w.doc for w in dev_windows], [w.offsets for w in dev_windows], [w.word_ids for w in dev_windows]
 

@@ -22,6 +22,25 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def parameter_counts(model) -> dict[str, int]:
+    return {
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+
+
+def start_run_dir(recipe: Recipe, run_dir: Path, plan: dict) -> None:
+    """The resolved config and the data report, written by the main process before training."""
+    import json
+
+    from toolkit.config import dump_recipe
+
+    if is_main_process():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        dump_recipe(recipe, run_dir / "config.yaml")
+        (run_dir / "data_report.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
+
+
 def precision_flags(choice: str) -> dict:
     """auto: bf16 on CUDA devices that support it, fp32 elsewhere."""
     import torch
