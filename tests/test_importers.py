@@ -93,7 +93,7 @@ def test_pubtator_holdout_and_cross_file_leakage(tmp_path):
 # ---------------------------------------------------------------- CUAD
 def test_cuad_locates_pieces_and_reports_the_rest():
     cuad = FIXTURES / "cuad"
-    records, log = run_import("cuad", [cuad / "master_clauses.csv", cuad / "texts"], None)
+    records, log = run_import("cuad", [cuad / "clauses.csv", cuad / "texts"], None)
     assert [r.id for r in records] == ["ALPHA_SUPPLY AGREEMENT", "BETA-DISTRIBUTION AGREEMENT "]
     alpha, beta = records
     doc_name = [s for s in alpha.spans if s.label == "Document Name"]
