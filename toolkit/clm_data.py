@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
+from toolkit.features import FeatureReport, sample_negatives
 from toolkit.prompts import build_prompt, build_target
 from toolkit.schema import SpanRecord
 from toolkit.windows import make_windows
@@ -15,21 +15,6 @@ class TextWindow:
     doc: int
     start: int
     end: int
-
-
-@dataclass
-class ClmReport:
-    documents: int = 0
-    spans: int = 0
-    spans_not_representable: int = 0  # never wholly inside one window
-    windows: int = 0
-    windows_with_spans: int = 0
-    negative_windows_kept: int = 0
-    negative_windows_dropped: int = 0
-    tokens: int = 0
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 def text_windows(tokenizer, texts: list[str], max_length: int, stride: int) -> list[TextWindow]:
@@ -52,9 +37,10 @@ def render_prompt(tokenizer, window_text: str, labels: list[str], chat_template:
 
 
 def build_examples(tokenizer, records: list[SpanRecord], labels: list[str], max_length: int, stride: int, chat_template: bool,
-                   negative_ratio: float | None = None, seed: int = 0) -> tuple[list[dict], ClmReport]:
+                   negative_ratio: float | None = None, seed: int = 0) -> tuple[list[dict], FeatureReport]:
     """input_ids = prompt + target + EOS; labels mask the prompt (-100) so the loss covers only the completion."""
-    report = ClmReport(documents=len(records), spans=sum(len(r.spans) for r in records))
+    # spans_not_representable: spans never wholly inside one window
+    report = FeatureReport(documents=len(records), spans=sum(len(r.spans) for r in records))
     windows = text_windows(tokenizer, [r.text for r in records], max_length, stride)
     covered: set[tuple[int, int, int, str]] = set()
     items = []
@@ -66,14 +52,8 @@ def build_examples(tokenizer, records: list[SpanRecord], labels: list[str], max_
     report.spans_not_representable = report.spans - len(covered)
     report.windows = len(items)
     report.windows_with_spans = sum(bool(i) for _, i in items)
-    if negative_ratio is not None:
-        negatives = [k for k, (_, i) in enumerate(items) if not i]
-        keep_n = min(len(negatives), int(round(negative_ratio * report.windows_with_spans)))
-        chosen = set(random.Random(seed).sample(negatives, keep_n))
-        report.negative_windows_kept, report.negative_windows_dropped = keep_n, len(negatives) - keep_n
-        items = [(w, i) for k, (w, i) in enumerate(items) if i or k in chosen]
-    else:
-        report.negative_windows_kept = report.windows - report.windows_with_spans
+    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives([bool(i) for _, i in items], negative_ratio, seed)
+    items = [items[k] for k in keep]
     examples = []
     for w, inside in items:
         text = records[w.doc].text[w.start : w.end]

@@ -93,13 +93,11 @@ def make_copy_processor(tokenizer, windows: Sequence[str], labels: Sequence[str]
     return CopyProcessor()
 
 
-_PIECES: dict[int, list[str]] = {}
-
-
 def _token_pieces(tokenizer) -> list[str]:
-    """Decoded text of every token id (cached per tokenizer); pieces of a split UTF-8 character are empty."""
-    key = id(tokenizer)
-    if key not in _PIECES:
-        pieces = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        _PIECES[key] = ["" if "\ufffd" in p else p for p in pieces]
-    return _PIECES[key]
+    """Decoded text of every token id, cached on the tokenizer; pieces of a split UTF-8 character are empty."""
+    pieces = getattr(tokenizer, "_toolkit_token_pieces", None)
+    if pieces is None or len(pieces) != len(tokenizer):
+        decoded = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        pieces = ["" if "\ufffd" in p else p for p in decoded]
+        tokenizer._toolkit_token_pieces = pieces
+    return pieces

@@ -51,6 +51,17 @@ class FeatureReport:
         return {**self.__dict__, "spans_other_labels": dict(self.spans_other_labels)}
 
 
+def sample_negatives(positive: list[bool], ratio: float | None, seed: int) -> tuple[list[int], int, int]:
+    """Indices to keep: every positive window plus `ratio` x as many sampled negatives (all when ratio is None).
+    Returns (kept indices, negatives kept, negatives dropped)."""
+    negatives = [i for i, p in enumerate(positive) if not p]
+    if ratio is None:
+        return list(range(len(positive))), len(negatives), 0
+    n_keep = min(len(negatives), int(round(ratio * (len(positive) - len(negatives)))))
+    chosen = set(random.Random(seed).sample(negatives, n_keep))
+    return [i for i, p in enumerate(positive) if p or i in chosen], n_keep, len(negatives) - n_keep
+
+
 def filter_labels(records: list[SpanRecord], labels: list[str], report: FeatureReport) -> list[SpanRecord]:
     keep = set(labels)
     out = []
@@ -93,16 +104,7 @@ def build_features(
         targets.append((t, positive))
     report.windows = len(windows)
     report.windows_with_spans = sum(p for _, p in targets)
-    keep = list(range(len(windows)))
-    if negative_ratio is not None:
-        negatives = [i for i, (_, p) in enumerate(targets) if not p]
-        n_keep = min(len(negatives), int(round(negative_ratio * report.windows_with_spans)))
-        chosen = set(random.Random(seed).sample(negatives, n_keep))
-        keep = [i for i, (_, p) in enumerate(targets) if p or i in chosen]
-        report.negative_windows_kept = n_keep
-        report.negative_windows_dropped = len(negatives) - n_keep
-    else:
-        report.negative_windows_kept = report.windows - report.windows_with_spans
+    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives([p for _, p in targets], negative_ratio, seed)
     windows = [windows[i] for i in keep]
     report.tokens = sum(len(w.input_ids) for w in windows)
     return windows, [targets[i][0] for i in keep], report

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from toolkit.clm_data import render_prompt, text_windows
 from toolkit.decoding import PredictedSpan
-from toolkit.modeling import load_meta
-from toolkit.predict import model_dir_of
+from toolkit.predict import load_model_dir
 from toolkit.prompts import parse_output
 from toolkit.recovery import recover_offsets
 
@@ -31,16 +30,7 @@ class Generator:
 
     @classmethod
     def load(cls, path: Path, device: str | None = None) -> "Generator":
-        import torch
-        from transformers import AutoModelForCausalLM
-
-        from toolkit.tokenization import load_tokenizer
-
-        directory = model_dir_of(path)
-        meta = load_meta(directory)
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model = AutoModelForCausalLM.from_pretrained(directory).to(device)
-        return cls(model, load_tokenizer(str(directory)), meta, device)
+        return cls(*load_model_dir(path, "AutoModelForCausalLM", device))
 
     def generate(self, prompts: Sequence[str], windows: Sequence[str], constrained: bool) -> tuple[list[tuple[str, bool]], int]:
         """Greedy completions for a batch of prompts (left-padded): (text, ended with EOS) each, and the generated-token count."""

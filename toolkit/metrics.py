@@ -59,9 +59,8 @@ class DocCounts:
 def _bucket(n_words: int) -> str:
     for lo, hi in LENGTH_BUCKETS:
         if hi is None or n_words <= hi:
-            if n_words >= lo:
-                return f"{lo}-{hi}" if hi else f"{lo}+"
-    return "1-2"
+            return f"{lo}-{hi}" if hi else f"{lo}+"
+    raise AssertionError("the last bucket is open-ended")
 
 
 class _WordIndex:

@@ -28,6 +28,20 @@ def model_dir_of(path: Path) -> Path:
     raise ToolkitError(f"{path}: no trained model here", fix="pass a run directory made by `toolkit run` (it holds model/toolkit.json)")
 
 
+def load_model_dir(path: Path, auto_class: str, device: str | None = None) -> tuple:
+    """(model, tokenizer, meta, device) of a saved run; `auto_class` names a transformers Auto class."""
+    import torch
+    import transformers
+
+    from toolkit.tokenization import load_tokenizer
+
+    directory = model_dir_of(path)
+    meta = load_meta(directory)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = getattr(transformers, auto_class).from_pretrained(directory).to(device)
+    return model, load_tokenizer(str(directory)), meta, device
+
+
 class Tagger:
     """A trained token-classification model with its windowing and decoding settings."""
 
@@ -37,20 +51,11 @@ class Tagger:
         self.meta = meta
         self.settings = settings_from_meta(meta)
         self.device = device
-        self.last_timing: dict = {}
+        self.last_report: dict = {}
 
     @classmethod
     def load(cls, path: Path, device: str | None = None) -> "Tagger":
-        import torch
-        from transformers import AutoModelForTokenClassification
-
-        from toolkit.tokenization import load_tokenizer
-
-        directory = model_dir_of(path)
-        meta = load_meta(directory)
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model = AutoModelForTokenClassification.from_pretrained(directory).to(device)
-        return cls(model, load_tokenizer(str(directory)), meta, device)
+        return cls(*load_model_dir(path, "AutoModelForTokenClassification", device))
 
     def windows(self, texts: Sequence[str]) -> list[Window]:
         return make_windows(self.tokenizer, texts, self.meta["max_length"], self.meta["stride"])
@@ -82,5 +87,5 @@ class Tagger:
         windows = self.windows(texts)
         logits = self.logits(windows, batch_size)
         spans = decode_documents(texts, [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits, self.settings)
-        self.last_timing = {"seconds": time.perf_counter() - start, "windows": len(windows), "tokens": sum(len(w.input_ids) for w in windows)}
+        self.last_report = {"seconds": time.perf_counter() - start, "windows": len(windows), "tokens": sum(len(w.input_ids) for w in windows)}
         return spans

@@ -61,7 +61,7 @@ def load_system(path: Path):
 def predict_with_report(system, texts: list[str]) -> tuple[list, list[list[str]], dict]:
     """Predictions, labels of unlocated (hallucinated) predictions per document, and timing."""
     predictions = system.predict(texts)
-    report = getattr(system, "last_report", None) or getattr(system, "last_timing", {})
+    report = system.last_report
     unlocated = [[h["label"] for h in report.get("hallucinated", []) if h["doc"] == i] for i in range(len(texts))]
     return predictions, unlocated, report
 

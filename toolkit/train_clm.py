@@ -4,7 +4,6 @@ merged model -> generated, recovered and scored dev predictions. Reads top to bo
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from toolkit.clm_data import build_examples
@@ -15,7 +14,7 @@ from toolkit.features import FeatureReport, filter_labels
 from toolkit.metrics import score
 from toolkit.modeling import add_embedding_dropout, apply_dropout, resolve_model_name, save_model_dir
 from toolkit.reporting import write_metrics, write_predictions
-from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, training_arguments, world_size
+from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, train_resuming, training_arguments, world_size
 
 
 def build_causal_model(recipe: Recipe):
@@ -127,10 +126,7 @@ def run_span_generation(recipe: Recipe, run_dir: Path, dry_run: bool = False) ->
         data_collator=_collator(tokenizer.pad_token_id),
         callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
     )
-    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if (run_dir / "checkpoints").is_dir() else []
-    started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if checkpoints else None)
-    train_seconds = time.perf_counter() - started
+    train_seconds, resumed_from = train_resuming(trainer, run_dir)
     if not trainer.is_world_process_zero():
         return None
 
@@ -152,7 +148,7 @@ def run_span_generation(recipe: Recipe, run_dir: Path, dry_run: bool = False) ->
         "eval_seconds": gen["seconds"], "generated_tokens_per_second": gen["generated_tokens_per_second"],
         "constrained_decoding": gen["constrained"], "recovered_by": gen["recovered_by"], "hallucinated_spans": gen["hallucinated_spans"],
         "unknown_label_lines": gen["unknown_label_lines"], "malformed_lines": gen["malformed_lines"], "truncated_outputs": gen["truncated_outputs"],
-        "world_size": world_size(), "resumed_from_checkpoint": checkpoints[-1].name if checkpoints else None,
+        "world_size": world_size(), "resumed_from_checkpoint": resumed_from,
         "best_checkpoint_dev_loss": trainer.state.best_metric,
         "spans_not_representable_train": train_report.spans_not_representable, "spans_not_representable_dev": dev_report.spans_not_representable,
     }

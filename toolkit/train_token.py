@@ -6,7 +6,6 @@ Reads top to bottom: `run_token_classification` is the whole recipe.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from toolkit.metrics import score
 from toolkit.modeling import build_token_model, save_token_model
 from toolkit.predict import Tagger
 from toolkit.reporting import write_metrics, write_predictions
-from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, training_arguments, world_size
+from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, train_resuming, training_arguments, world_size
 
 
 def _class_weights(choice, space: LabelSpace, targets: list[list]) -> list[float] | None:
@@ -166,10 +165,7 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
         loss_weights=_class_weights(t.class_weights, space, train_targets),
         multi_label=settings.multi_label,
     )
-    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if (run_dir / "checkpoints").is_dir() else []
-    started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if checkpoints else None)
-    train_seconds = time.perf_counter() - started
+    train_seconds, resumed_from = train_resuming(trainer, run_dir)
     if not trainer.is_world_process_zero():
         return None
 
@@ -188,9 +184,9 @@ def run_token_classification(recipe: Recipe, run_dir: Path, dry_run: bool = Fals
         "train_tokens_per_second": round(train_report.tokens * epochs / train_seconds, 1) if train_seconds else None,
         "peak_rss_mib": peak_rss_mib(),
         "peak_cuda_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
-        "eval_seconds": round(tagger.last_timing["seconds"], 1),
+        "eval_seconds": round(tagger.last_report["seconds"], 1),
         "world_size": world_size(),
-        "resumed_from_checkpoint": checkpoints[-1].name if checkpoints else None,
+        "resumed_from_checkpoint": resumed_from,
         "best_checkpoint_dev_span_f1": trainer.state.best_metric,
         "spans_not_representable_train": train_report.spans_not_representable,
         "spans_not_representable_dev": dev_report.spans_not_representable,

@@ -90,3 +90,15 @@ def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_be
         **precision_flags(t.precision),
         **extra,
     )
+
+
+def train_resuming(trainer, run_dir: Path) -> tuple[float, str | None]:
+    """Train, resuming from the run's latest checkpoint when one exists (a crashed run reruns the same command).
+    Returns (training seconds, the checkpoint resumed from)."""
+    import time
+
+    folder = run_dir / "checkpoints"
+    checkpoints = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if folder.is_dir() else []
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=True if checkpoints else None)
+    return time.perf_counter() - started, checkpoints[-1].name if checkpoints else None
