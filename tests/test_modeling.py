@@ -47,3 +47,36 @@ def test_class_weights():
     assert _class_weights("none", space, targets) is None
     with pytest.raises(ToolkitError):
         _class_weights({"C": 2.0}, space, targets)
+
+
+def test_class_weights_multi_label():
+    space = LabelSpace(["A", "B"], True)  # outputs O-A, B-A, I-A, O-B, B-B, I-B
+    targets = [[[0, 0], [1, 0], [2, 1], [0, 2]], [[0, 0], [-100, -100]]]
+    w = _class_weights("balanced", space, targets)
+    # layer A: O x3, B x1, I x1 (5 tokens); layer B: O x3, B x1, I x1
+    assert w == pytest.approx([5 / 9, 5 / 3, 5 / 3, 5 / 9, 5 / 3, 5 / 3])
+    assert _class_weights({"B": 4.0, "O": 0.5}, space, targets) == [0.5, 1.0, 1.0, 0.5, 4.0, 4.0]
+
+
+def test_weighted_multi_label_loss_matches_torch_weighted_cross_entropy():
+    from toolkit.train_token import _trainer_class
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 6)  # batch 2, 4 tokens, 2 labels x O/B/I
+    labels = torch.tensor([[[0, 1], [2, 0], [-100, -100], [1, 2]], [[0, 0], [0, 2], [1, 0], [-100, -100]]])
+    weights = [1.0, 3.0, 2.0, 0.5, 4.0, 5.0]
+    trainer = _trainer_class().__new__(_trainer_class())
+    trainer.loss_weights = torch.tensor(weights)
+    got = trainer._multi_label_loss(logits, labels)
+    # Reference: each layer's own weighted CE terms, pooled over both layers.
+    num = den = 0.0
+    for layer in range(2):
+        lg, lb = logits[..., layer * 3:(layer + 1) * 3].reshape(-1, 3), labels[..., layer].reshape(-1)
+        keep = lb >= 0
+        ce = torch.nn.functional.cross_entropy(lg[keep], lb[keep], reduction="none")
+        w = torch.tensor(weights[layer * 3:(layer + 1) * 3])[lb[keep]]
+        num, den = num + (w * ce).sum(), den + w.sum()
+    assert torch.allclose(got, num / den)
+    trainer.loss_weights = None
+    plain = torch.nn.functional.cross_entropy(logits.reshape(-1, 3), labels.reshape(-1), ignore_index=-100)
+    assert torch.allclose(trainer._multi_label_loss(logits, labels), plain)

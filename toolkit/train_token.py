@@ -23,20 +23,30 @@ from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, trai
 
 
 def _class_weights(choice, space: LabelSpace, targets: list[list]) -> list[float] | None:
-    """Inverse-frequency weights over tags ('balanced'), or per-label weights for B-/I- tags."""
+    """Loss weights, one per model output (`space.output_names()` order).
+
+    'balanced': inverse frequency of each tag in the training targets (in multi-label
+    mode, of O/B/I within each label's layer). A dict gives B-/I- tags of a label a fixed
+    weight (O: the weight of 'O', default 1).
+    """
     if choice == "none":
         return None
-    if space.multi_label:
-        raise ToolkitError("train.class_weights applies to flat mode", fix="set train.class_weights=none with model.multi_label=true")
-    tags = space.tags
+    names = space.output_names()
     if choice == "balanced":
+        if space.multi_label:
+            counts = Counter((layer, t) for row in targets for token in row for layer, t in enumerate(token) if t >= 0)
+            weights = []
+            for layer in range(len(space.labels)):
+                total = sum(counts[(layer, t)] for t in range(3))
+                weights += [total / (3 * counts[(layer, t)]) if counts[(layer, t)] else 1.0 for t in range(3)]
+            return weights
         counts = Counter(t for row in targets for t in row if t >= 0)
         total = sum(counts.values())
-        return [total / (len(tags) * counts[i]) if counts[i] else 1.0 for i in range(len(tags))]
+        return [total / (len(names) * counts[i]) if counts[i] else 1.0 for i in range(len(names))]
     unknown = set(choice) - set(space.labels) - {"O"}
     if unknown:
         raise ToolkitError(f"train.class_weights names unknown labels {sorted(unknown)}", fix=f"use labels among {space.labels} (or O)")
-    return [choice.get(t.split("-", 1)[-1] if t != "O" else "O", 1.0) for t in tags]
+    return [choice.get("O", 1.0) if n.startswith("O") else choice.get(n.split("-", 1)[1], 1.0) for n in names]
 
 
 def _collator(tokenizer, multi_label: bool):
@@ -87,11 +97,24 @@ def _trainer_class():
             outputs = model(**inputs)
             logits = outputs.logits.float()
             if self.multi_label:
-                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 3), labels.reshape(-1), ignore_index=-100)
+                loss = self._multi_label_loss(logits, labels)
             else:
                 weight = self.loss_weights.to(logits.device) if self.loss_weights is not None else None
                 loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), weight=weight, ignore_index=-100)
             return (loss, outputs) if return_outputs else loss
+
+        def _multi_label_loss(self, logits, labels):
+            """Cross-entropy over O/B/I in every label's layer; weighted like torch's `weight=` (sum w*ce / sum w)."""
+            flat_logits, flat_labels = logits.reshape(-1, 3), labels.reshape(-1)
+            if self.loss_weights is None:
+                return torch.nn.functional.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
+            layers = labels.shape[-1]
+            keep = flat_labels >= 0
+            layer = torch.arange(layers, device=labels.device).repeat(flat_labels.numel() // layers)[keep]
+            target = flat_labels[keep]
+            ce = torch.nn.functional.cross_entropy(flat_logits[keep], target, reduction="none")
+            w = self.loss_weights.to(logits.device).view(layers, 3)[layer, target]
+            return (w * ce).sum() / w.sum().clamp_min(1e-12)
 
     return SpanTrainer
 
