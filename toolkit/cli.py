@@ -192,6 +192,45 @@ def compare_(
     console.print(f"wrote {out}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
 
 
+@app.command("export")
+def export_(
+    run_path: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory made by `toolkit run`.")],
+    out: Annotated[Path, typer.Option(help="Artifact directory to create.")],
+    quantize: Annotated[Optional[str], typer.Option(help="int8: dynamic per-channel weight quantization.")] = None,
+    data: Annotated[Optional[str], typer.Option(help="Labeled documents for the parity check (default: the run's dev file).")] = None,
+    parity_docs: Annotated[int, typer.Option(help="Documents in the parity sample (the first N).")] = 16,
+    max_logit_diff: Annotated[float, typer.Option(help="fp32 budget: largest absolute logit difference from PyTorch.")] = 1e-3,
+    max_f1_drop: Annotated[float, typer.Option(help="Budget for the span-F1 drop from PyTorch (0.01 = one point), fp32 and int8.")] = 0.01,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing artifact directory.")] = False,
+) -> None:
+    """Export a run to a self-contained ONNX artifact; fails, writing nothing, when parity budgets are exceeded."""
+    from toolkit.export import ParityBudgets, export_run
+
+    if quantize not in (None, "int8"):
+        raise ToolkitError(f"--quantize {quantize!r} is not supported", fix="use --quantize int8, or leave it out for fp32")
+    manifest = export_run(run_path, out, quantize, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite)
+    p = manifest["parity"]
+    line = f"PyTorch span F1 {p['pytorch_span_f1']:.4f}; fp32 F1 {p['fp32']['span_f1']:.4f}, max logit diff {p['fp32']['max_logit_diff']:.2e}"
+    if "int8" in p:
+        line += f"; int8 F1 {p['int8']['span_f1']:.4f}, argmax agreement {p['int8']['argmax_agreement']:.4f}"
+    console.print(f"{line} ({p['documents']} documents)")
+    console.print(f"wrote {out} ({manifest['precision']}, {len(manifest['files'])} files, manifest.json)")
+
+
+@app.command()
+def serve(
+    artifact: Annotated[Path, typer.Argument(metavar="DIR", help="Artifact directory made by `toolkit export`.")],
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 3000,
+    max_batch_size: Annotated[int, typer.Option(help="Adaptive batching: most documents per model call (1 turns batching off).")] = 32,
+    max_latency_ms: Annotated[int, typer.Option(help="Adaptive batching: latency budget per request.")] = 2000,
+) -> None:
+    """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics)."""
+    from toolkit.launch import serve_artifact
+
+    serve_artifact(artifact, host, port, max_batch_size, max_latency_ms)
+
+
 @app.command()
 def schema(
     write: Annotated[Optional[Path], typer.Option(help="Write the JSON Schema files into this directory.")] = None,

@@ -6,7 +6,9 @@
    contract clauses, and print its dev scores;
 4. `toolkit run recipes/demo_clm.yaml`: fine-tune SmolLM2-135M with LoRA to generate the
    same clauses, and print its dev scores;
-5. `toolkit compare` of the two on the same dev documents.
+5. `toolkit compare` of the two on the same dev documents;
+6. `toolkit export` of the MLM run to ONNX int8 (parity-gated), then the BentoML service
+   over it: start, one request, the extracted spans, stop.
 
 Overrides: `mlm.KEY=VALUE` / `clm.KEY=VALUE` go to one recipe, plain `KEY=VALUE` to both.
 """
@@ -114,6 +116,37 @@ def compare_demo(runs: list[Path], workdir: Path, console: Console) -> None:
     console.print(f"Written: {workdir / 'compare'}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
 
 
+DEMO_REQUEST = (
+    "This Agreement shall be governed by the laws of the State of Delaware. Either party may terminate "
+    "this Agreement upon sixty (60) days written notice to the other party."
+)
+
+
+def serve_demo(run: Path, workdir: Path, console: Console) -> None:
+    import json
+    import socket
+
+    from toolkit.export import export_run
+    from toolkit.launch import Server
+
+    console.rule("[bold]Export to ONNX (int8) and serve with BentoML")
+    artifact = workdir / "artifacts" / f"{run.name}-int8"
+    manifest = export_run(run, artifact, quantize="int8", overwrite=True)
+    p = manifest["parity"]
+    console.print(f"Exported {artifact}: span F1 PyTorch {p['pytorch_span_f1']:.3f}, ONNX fp32 {p['fp32']['span_f1']:.3f} "
+                  f"(max logit diff {p['fp32']['max_logit_diff']:.1e}), int8 {p['int8']['span_f1']:.3f} on {p['documents']} dev documents")
+    with socket.socket() as sock:  # a free port, so the demo never collides with a running service
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with Server(artifact, port=port, log=workdir / "serve.log") as server:
+        console.print(f"Service ready at {server.url} (log: {workdir / 'serve.log'})")
+        console.print(f"POST /extract {json.dumps({'text': DEMO_REQUEST})}")
+        status, body = server.post("/extract", {"text": DEMO_REQUEST})
+        console.print(f"-> {status}")
+        console.print_json(json.dumps(body))
+    console.print("Service stopped.")
+
+
 def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     tokenizer = default_encoder()
@@ -135,5 +168,6 @@ def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None
     per_track = split_overrides(overrides or [])
     runs = [train_demo("demo_mlm", workdir, console, per_track["mlm"]), train_demo("demo_clm", workdir, console, per_track["clm"])]
     compare_demo(runs, workdir, console)
+    serve_demo(runs[0], workdir, console)
     console.print(f"Outputs under {workdir}")
     return status

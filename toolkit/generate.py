@@ -21,7 +21,7 @@ from toolkit.recovery import recover_offsets
 
 class Generator:
     def __init__(self, model, tokenizer, meta: dict, device: str = "cpu"):
-        self.model = model.eval()
+        self.model = model.eval() if hasattr(model, "eval") else model
         self.tokenizer = tokenizer
         self.meta = meta
         self.labels = list(meta["labels"])

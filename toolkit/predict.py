@@ -18,25 +18,42 @@ from toolkit.modeling import load_meta, settings_from_meta
 from toolkit.windows import Window, make_windows
 
 
+def is_artifact(path: Path) -> bool:
+    """An exported ONNX artifact directory (made by `toolkit export`)."""
+    return (Path(path) / "manifest.json").is_file() and (Path(path) / "model.onnx").is_file()
+
+
 def model_dir_of(path: Path) -> Path:
-    """A run directory or its model/ folder -> the model folder."""
+    """A run directory, its model/ folder or an exported artifact -> the folder holding toolkit.json."""
     path = Path(path)
     if (path / "model" / "toolkit.json").is_file():
         return path / "model"
     if (path / "toolkit.json").is_file():
         return path
-    raise ToolkitError(f"{path}: no trained model here", fix="pass a run directory made by `toolkit run` (it holds model/toolkit.json)")
+    raise ToolkitError(f"{path}: no trained model here", fix="pass a run directory made by `toolkit run` (it holds model/toolkit.json) or an artifact made by `toolkit export`")
 
 
 def load_model_dir(path: Path, auto_class: str, device: str | None = None) -> tuple:
-    """(model, tokenizer, meta, device) of a saved run; `auto_class` names a transformers Auto class."""
+    """(model, tokenizer, meta, device) of a saved run or exported artifact.
+
+    `auto_class` names a transformers Auto class; an ONNX artifact loads as optimum's
+    ORTModel of the same kind, which shares the transformers call and generate API.
+    """
     import torch
-    import transformers
 
     from toolkit.tokenization import load_tokenizer
 
     directory = model_dir_of(path)
     meta = load_meta(directory)
+    if is_artifact(directory):
+        import optimum.onnxruntime as ort_models
+
+        ort_class = {"AutoModelForTokenClassification": "ORTModelForTokenClassification", "AutoModelForCausalLM": "ORTModelForCausalLM"}[auto_class]
+        # The ONNX graph is the model here: read its own config, never re-export.
+        model = getattr(ort_models, ort_class).from_pretrained(directory, file_name="model.onnx", provider="CPUExecutionProvider")
+        return model, load_tokenizer(str(directory)), meta, "cpu"
+    import transformers
+
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = getattr(transformers, auto_class).from_pretrained(directory).to(device)
     return model, load_tokenizer(str(directory)), meta, device
@@ -46,7 +63,8 @@ class Tagger:
     """A trained token-classification model with its windowing and decoding settings."""
 
     def __init__(self, model, tokenizer, meta: dict, device: str = "cpu"):
-        self.model = model.eval()
+        # A torch module, or optimum's ORTModel (an exported artifact): both take the same call.
+        self.model = model.eval() if hasattr(model, "eval") else model
         self.tokenizer = tokenizer
         self.meta = meta
         self.settings = settings_from_meta(meta)
@@ -77,7 +95,8 @@ class Tagger:
                     n = len(windows[i].input_ids)
                     ids[row, :n] = torch.tensor(windows[i].input_ids)
                     mask[row, :n] = 1
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float().cpu().numpy()
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+                logits = (logits.float().cpu().numpy() if hasattr(logits, "float") else np.asarray(logits, dtype=np.float32))
                 for row, i in enumerate(idx):
                     out[i] = logits[row, : len(windows[i].input_ids)]
         return out  # type: ignore[return-value]

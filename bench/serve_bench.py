@@ -1,0 +1,202 @@
+"""Export and serving benchmarks (not CI): PyTorch vs ONNX fp32 vs ONNX int8, and the service under load.
+
+    .venv/bin/python bench/serve_bench.py models  RUN  --data DEV.jsonl     # latency, docs/s, span F1 per variant
+    .venv/bin/python bench/serve_bench.py service RUN  --data DEV.jsonl     # 1/8/32 clients, batching on/off
+    .venv/bin/python bench/serve_bench.py clm     RUN                       # decoding tokens/s, PyTorch vs ONNX
+
+Artifacts are exported (parity-gated) under bench/results/artifacts/<run>-{fp32,int8} and reused.
+Results are printed as JSON and written to bench/results/serve_<mode>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "bench" / "results"
+
+
+def artifact(run: Path, precision: str) -> Path:
+    from toolkit.export import export_run
+
+    out = RESULTS / "artifacts" / f"{run.name}-{precision}"
+    if not (out / "manifest.json").is_file():
+        export_run(run, out, quantize=None if precision == "fp32" else precision)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+def latency_stats(seconds: list[float]) -> dict:
+    return {"p50_ms": round(1000 * statistics.median(seconds), 1), "p95_ms": round(1000 * percentile(seconds, 95), 1),
+            "docs_per_s": round(len(seconds) / sum(seconds), 2)}
+
+
+def f1_of(records, predictions) -> float:
+    from toolkit.metrics import score
+
+    return round(score([r.text for r in records], [r.spans for r in records], predictions, bootstrap=0)["summary"]["span_f1"], 4)
+
+
+def pipeline_spans(pipe, text: str):
+    from toolkit.decoding import PredictedSpan
+
+    return [PredictedSpan(int(e["start"]), int(e["end"]), e["entity_group"], float(e["score"])) for e in pipe(text)]
+
+
+def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dict:
+    """Single-document latency (one document per call, as a request would) for each variant."""
+    import torch
+    from optimum.onnxruntime import ORTModelForTokenClassification
+    from transformers import AutoModelForTokenClassification, pipeline
+
+    from toolkit.data import load_records, map_record_labels
+    from toolkit.config import load_recipe
+    from toolkit.predict import Tagger
+    from toolkit.tokenization import load_tokenizer
+
+    recipe = load_recipe(run / "config.yaml")
+    records = load_records(data, max_docs)
+    if recipe.data.label_map:
+        records = [map_record_labels(r, recipe.data.label_map)[0] for r in records]
+    texts = [r.text for r in records]
+    tokenizer = load_tokenizer(str(run / "model"))
+    variants = {
+        "pytorch": (run, AutoModelForTokenClassification.from_pretrained(run / "model")),
+        "onnx_fp32": (artifact(run, "fp32"), None),
+        "onnx_int8": (artifact(run, "int8"), None),
+    }
+    out: dict = {"documents": len(texts), "torch_threads": torch.get_num_threads(), "repeat": repeat}
+    for name, (path, model) in variants.items():
+        if model is None:
+            model = ORTModelForTokenClassification.from_pretrained(path, file_name="model.onnx")
+        pipe = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="simple", device="cpu")
+        tagger = Tagger.load(path)
+        pipe(texts[0]), tagger.predict([texts[0]])  # warm-up
+        timings: dict[str, list[float]] = {"hf_pipeline": [], "toolkit_tagger": []}
+        pipe_preds, tagger_preds = [], []
+        for r in range(repeat):
+            for text in texts:
+                t = time.perf_counter()
+                spans = pipeline_spans(pipe, text)
+                timings["hf_pipeline"].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                tagged = tagger.predict([text])[0]
+                timings["toolkit_tagger"].append(time.perf_counter() - t)
+                if r == 0:
+                    pipe_preds.append(spans)
+                    tagger_preds.append(tagged)
+        out[name] = {
+            "hf_pipeline": {**latency_stats(timings["hf_pipeline"]), "span_f1": f1_of(records, pipe_preds)},
+            "toolkit_tagger": {**latency_stats(timings["toolkit_tagger"]), "span_f1": f1_of(records, tagger_preds)},
+            "model_bytes": sum(p.stat().st_size for p in Path(path).rglob("*.onnx")) or (run / "model" / "model.safetensors").stat().st_size,
+        }
+        print(name, json.dumps(out[name]), flush=True)
+    for kind in ("hf_pipeline", "toolkit_tagger"):
+        base = out["pytorch"][kind]["p50_ms"]
+        out[f"speedup_p50_{kind}"] = {v: round(base / out[v][kind]["p50_ms"], 2) for v in ("onnx_fp32", "onnx_int8")}
+    return out
+
+
+def tree_rss_mib(pid: int) -> float:
+    import psutil
+
+    proc = psutil.Process(pid)
+    return round(sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20, 1)
+
+
+def bench_service(run: Path, data: str, requests_per_client: int, clients: list[int], precision: str) -> dict:
+    """Closed-loop clients, each sending `requests_per_client` single-document requests."""
+    from toolkit.data import load_records
+    from toolkit.launch import Server
+
+    art = artifact(run, precision)
+    texts = [r.text for r in load_records(data)]
+    out: dict = {"artifact": str(art), "requests_per_client": requests_per_client, "documents": len(texts)}
+    for batching, max_batch in (("on", 32), ("off", 1)):
+        with Server(art, port=3311, max_batch_size=max_batch, max_latency_ms=60_000, log=RESULTS / f"serve_{batching}.log") as server:
+            server.post("/extract", {"text": texts[0]})
+            for n in clients:
+                def client(k: int) -> list[tuple[int, float]]:
+                    got = []
+                    for i in range(requests_per_client):
+                        t = time.perf_counter()
+                        status, _ = server.post("/extract", {"text": texts[(k * requests_per_client + i) % len(texts)]})
+                        got.append((status, time.perf_counter() - t))
+                    return got
+
+                started = time.perf_counter()
+                with ThreadPoolExecutor(n) as pool:
+                    results = [x for chunk in pool.map(client, range(n)) for x in chunk]
+                wall = time.perf_counter() - started
+                ok = [s for status, s in results if status == 200]
+                row = {
+                    "requests": len(results), "errors": len(results) - len(ok), "docs_per_s": round(len(ok) / wall, 2),
+                    "p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
+                    "p95_ms": round(1000 * percentile(ok, 95), 1) if ok else None,
+                    "p99_ms": round(1000 * percentile(ok, 99), 1) if ok else None,
+                    "server_rss_mib": tree_rss_mib(server.process.pid),
+                }
+                out[f"batching_{batching}_clients_{n}"] = row
+                print(batching, n, json.dumps(row), flush=True)
+    return out
+
+
+def bench_clm(run: Path, max_docs: int, constrained: bool) -> dict:
+    from toolkit.config import load_recipe
+    from toolkit.data import load_records
+    from toolkit.runs import load_system
+
+    recipe = load_recipe(run / "config.yaml")
+    records = load_records(recipe.data.dev, max_docs)
+    texts = [r.text for r in records]
+    out: dict = {"documents": len(texts), "constrained": constrained}
+    for name, path in (("pytorch", run), ("onnx_fp32", artifact(run, "fp32"))):
+        system = load_system(path)
+        system.predict(texts[:1], constrained=constrained)  # warm-up
+        predictions = system.predict(texts, constrained=constrained)
+        report = system.last_report
+        out[name] = {"seconds": report["seconds"], "generated_tokens": report["generated_tokens"],
+                     "tokens_per_s": report["generated_tokens_per_second"], "span_f1": f1_of(records, predictions),
+                     "hallucinated": report["hallucinated_spans"]}
+        print(name, json.dumps(out[name]), flush=True)
+    out["speedup_tokens_per_s"] = round(out["onnx_fp32"]["tokens_per_s"] / out["pytorch"]["tokens_per_s"], 2)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["models", "service", "clm"])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--max-docs", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--requests-per-client", type=int, default=8)
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--precision", default="int8", choices=["fp32", "int8"])
+    ap.add_argument("--constrained", action="store_true")
+    args = ap.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if args.mode == "models":
+        result = bench_models(args.run, args.data, args.max_docs, args.repeat)
+    elif args.mode == "service":
+        result = bench_service(args.run, args.data, args.requests_per_client, args.clients, args.precision)
+    else:
+        result = bench_clm(args.run, args.max_docs or 8, args.constrained)
+    result["command"] = " ".join(sys.argv)
+    (RESULTS / f"serve_{args.mode}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""`toolkit export` on tiny models: parity gates, int8, manifests, atomic writes, and eval on the artifact."""
+
+import json
+
+import pytest
+
+from conftest import REPO
+from toolkit.errors import ToolkitError
+from toolkit.export import ParityBudgets, export_run, sha256_of, verify_artifact
+from toolkit.runs import evaluate_run
+
+
+def _spans(path):
+    return [json.loads(line)["spans"] for line in path.read_text().splitlines()]
+
+
+def test_fp32_artifact_is_self_contained_and_matches_pytorch(tiny_mlm_run, tiny_mlm_artifact):
+    manifest = verify_artifact(tiny_mlm_artifact)
+    assert {"model.onnx", "toolkit.json", "config.yaml", "tokenizer.json", "config.json"} <= set(manifest["files"])
+    assert manifest["files"]["model.onnx"]["sha256"] == sha256_of(tiny_mlm_artifact / "model.onnx")
+    assert manifest["task"] == "token_classification" and manifest["precision"] == "fp32"
+    assert manifest["windowing"] == {"max_length": 128, "stride": 32}
+    parity = manifest["parity"]
+    assert parity["documents"] == 5 and parity["fp32"]["max_logit_diff"] < 1e-3
+    assert parity["fp32"]["span_f1"] == parity["pytorch_span_f1"] == 1.0
+    assert parity["fp32"]["argmax_agreement"] == 1.0
+    # `toolkit eval` on the artifact gives the same spans as on the run it came from.
+    data = "sample:clinical_dev"
+    _, run_out = evaluate_run(tiny_mlm_run, data, tiny_mlm_run.parent / "eval_run", bootstrap=0)
+    _, art_out = evaluate_run(tiny_mlm_artifact, data, tiny_mlm_run.parent / "eval_artifact", bootstrap=0)
+    assert _spans(art_out / "predictions.jsonl") == _spans(run_out / "predictions.jsonl")
+
+
+def test_int8_artifact_is_smaller_and_reports_its_parity(tiny_mlm_run, tmp_path):
+    out = tmp_path / "int8"
+    manifest = export_run(tiny_mlm_run, out, quantize="int8", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    assert manifest["precision"] == "int8" and "int8" in manifest["parity"]
+    assert 0.0 <= manifest["parity"]["int8"]["argmax_agreement"] <= 1.0
+    fp32_bytes = (tiny_mlm_run / "model" / "model.safetensors").stat().st_size
+    assert manifest["files"]["model.onnx"]["bytes"] < fp32_bytes
+    verify_artifact(out)
+
+
+def test_failed_parity_gate_writes_nothing(tiny_mlm_run, tmp_path):
+    out = tmp_path / "artifacts" / "strict"
+    with pytest.raises(ToolkitError, match="parity gate") as info:
+        export_run(tiny_mlm_run, out, parity_docs=2, budgets=ParityBudgets(max_logit_diff=0.0, max_f1_drop=0.01))
+    assert "nothing was written" in str(info.value)
+    assert not out.exists()
+    assert list((tmp_path / "artifacts").iterdir()) == []  # no temporary directory left behind
+
+
+def test_existing_artifact_is_not_replaced_without_overwrite(tiny_mlm_run, tiny_mlm_artifact):
+    with pytest.raises(ToolkitError, match="already exists"):
+        export_run(tiny_mlm_run, tiny_mlm_artifact)
+
+
+def test_edited_artifact_fails_verification(tiny_mlm_artifact, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_mlm_artifact, copy)
+    (copy / "toolkit.json").write_text((copy / "toolkit.json").read_text().replace('"stride": 32', '"stride": 16'))
+    with pytest.raises(ToolkitError, match="sha256"):
+        verify_artifact(copy)
+
+
+def test_cli_export_reports_parity(tiny_mlm_run, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "cli"
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(out), "--parity-docs", "2"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "max logit diff" in proc.stdout and (out / "manifest.json").is_file()
+    bad = subprocess.run([sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(tmp_path / "x"), "--quantize", "int4"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr + bad.stdout
+
+
+def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
+    from test_clm import CLM
+
+    from toolkit.config import load_recipe
+    from toolkit.runs import execute, load_system
+
+    recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM])
+    execute(recipe, tmp_path / "demo_clm")
+    manifest = export_run(tmp_path / "demo_clm", tmp_path / "clm_art", parity_docs=2)
+    assert manifest["task"] == "span_generation"
+    assert manifest["parity"]["fp32"]["max_logit_diff"] < 1e-3
+    assert manifest["parity"]["fp32"]["span_f1"] == manifest["parity"]["pytorch_span_f1"] == 1.0
+    generator = load_system(tmp_path / "clm_art")
+    from toolkit.data import load_records
+
+    texts = [r.text for r in load_records("sample:clinical_train", 2)]
+    # Constrained copy decoding runs on the ONNX decoder too: nothing unlocatable is generated.
+    spans = generator.predict(texts, constrained=True)
+    assert generator.last_report["hallucinated_spans"] == 0 and any(spans)

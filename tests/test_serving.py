@@ -1,0 +1,115 @@
+"""The BentoML service, started for real on 127.0.0.1 and spoken to over HTTP."""
+
+import json
+import socket
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from toolkit.data import load_records
+from toolkit.launch import Server
+from toolkit.runs import evaluate_run
+
+KEY = "test-key-123"
+AUTH = {"X-API-Key": KEY}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_mlm_artifact, tmp_path_factory):
+    log = tmp_path_factory.mktemp("serve") / "server.log"
+    with Server(tiny_mlm_artifact, port=free_port(), log=log, max_batch_size=8, max_latency_ms=5000,
+                api_key=KEY, max_body_bytes=20_000, max_doc_chars=5_000, max_texts=4) as s:
+        yield s
+
+
+def test_served_spans_equal_toolkit_eval(server, tiny_mlm_artifact, tmp_path):
+    records = load_records("sample:clinical_dev")[:4]
+    _, out = evaluate_run(tiny_mlm_artifact, "sample:clinical_dev", tmp_path / "eval", bootstrap=0)
+    expected = [json.loads(line)["spans"] for line in (out / "predictions.jsonl").read_text().splitlines()][:4]
+    status, body = server.post("/extract", {"texts": [r.text for r in records]}, headers=AUTH)
+    assert status == 200
+    served = [[{k: s[k] for k in ("start", "end", "label", "text")} for s in doc["spans"]] for doc in body["results"]]
+    assert served == [[{k: s[k] for k in ("start", "end", "label", "text")} for s in doc] for doc in expected]
+    assert any(served), "the tiny model should find spans in the sample"
+    status, one = server.post("/extract", {"text": records[0].text}, headers=AUTH)
+    assert status == 200 and one["spans"] == body["results"][0]["spans"]
+    assert one["model"]["id"] == "demo_mlm-fp32" and len(one["model"]["version"]) == 12
+
+
+def test_label_filter(server):
+    text = load_records("sample:clinical_dev")[0].text
+    _, everything = server.post("/extract", {"text": text}, headers=AUTH)
+    label = everything["spans"][0]["label"]
+    status, only = server.post("/extract", {"text": text, "labels": [label]}, headers=AUTH)
+    assert status == 200 and only["spans"] == [s for s in everything["spans"] if s["label"] == label]
+
+
+@pytest.mark.parametrize("payload, status, needle", [
+    (b'{"text": "unterminated', 400, "json"),
+    ({"text": 5}, 400, "string"),
+    ({"texts": "not a list"}, 400, "list"),
+    ({"text": ""}, 400, "empty"),
+    ({"text": "   \n"}, 400, "empty"),
+    ({"texts": []}, 400, "empty"),
+    ({}, 400, "exactly one"),
+    ({"text": "a", "texts": ["b"]}, 400, "exactly one"),
+    ({"text": "x" * 5_001}, 413, "limit is 5000"),
+    ({"texts": ["a b c"] * 5}, 413, "limit is 4"),
+    ({"text": "x " * 15_000}, 413, "limit is 20000"),
+    ({"text": "fine text", "labels": ["NoSuchLabel"]}, 400, "unknown labels"),
+])
+def test_bad_requests_get_a_clear_4xx_and_the_server_keeps_answering(server, payload, status, needle):
+    got, body = server.post("/extract", payload, headers=AUTH)
+    assert got == status, body
+    assert needle.lower() in json.dumps(body).lower()
+    assert server.post("/extract", {"text": "Patient reports no pain."}, headers=AUTH)[0] == 200
+
+
+def test_api_key_is_required_except_for_health_and_metrics(server):
+    assert server.post("/extract", {"text": "hello"})[0] == 401
+    assert server.post("/extract", {"text": "hello"}, headers={"X-API-Key": "wrong"})[0] == 401
+    assert server.post("/extract", {"text": "hello"}, headers={"Authorization": f"Bearer {KEY}"})[0] == 200
+    assert server.get("/healthz")[0] == 200 and server.get("/readyz")[0] == 200
+    assert server.get("/metrics")[0] == 200
+    assert server.get("/info")[0] == 401
+
+
+def test_info_returns_the_manifest(server, tiny_mlm_artifact):
+    status, raw = server.get("/info", headers=AUTH)
+    assert status == 200
+    assert json.loads(raw) == json.loads((tiny_mlm_artifact / "manifest.json").read_text())
+
+
+def test_concurrent_requests_are_batched_without_mixing_answers(server):
+    texts = [r.text for r in load_records("sample:clinical_dev")[:8]]
+    sequential = [server.post("/extract", {"text": t}, headers=AUTH)[1]["spans"] for t in texts]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda t: server.post("/extract", {"text": t}, headers=AUTH), texts))
+    assert [a[0] for a in answers] == [200] * 8
+    assert [a[1]["spans"] for a in answers] == sequential
+
+
+def test_chunked_bodies_are_limited_too(server):
+    import http.client
+    from urllib.parse import urlparse
+
+    url = urlparse(server.url)
+
+    def send(body: bytes) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        conn.request("POST", "/extract", body=iter([body[:10], body[10:]]), headers={"Content-Type": "application/json", **AUTH}, encode_chunked=True)
+        resp = conn.getresponse()
+        out = resp.status, json.loads(resp.read())
+        conn.close()
+        return out
+
+    status, body = send(json.dumps({"text": "y " * 15_000}).encode())
+    assert status == 413 and "20000" in body["error"]
+    status, body = send(json.dumps({"text": "Patient reports no pain."}).encode())
+    assert status == 200 and "spans" in body
