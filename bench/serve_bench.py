@@ -28,7 +28,7 @@ def artifact(run: Path, precision: str) -> Path:
 
     out = RESULTS / "artifacts" / f"{run.name}-{precision}"
     if not (out / "manifest.json").is_file():
-        export_run(run, out, quantize=None if precision == "fp32" else precision)
+        export_run(run, out, quantize=None if precision == "fp32" else precision, parity_docs=100)
     return out
 
 

@@ -198,7 +198,7 @@ def export_(
     out: Annotated[Path, typer.Option(help="Artifact directory to create.")],
     quantize: Annotated[Optional[str], typer.Option(help="int8: dynamic per-channel weight quantization.")] = None,
     data: Annotated[Optional[str], typer.Option(help="Labeled documents for the parity check (default: the run's dev file).")] = None,
-    parity_docs: Annotated[int, typer.Option(help="Documents in the parity sample (the first N).")] = 16,
+    parity_docs: Annotated[int, typer.Option(help="Documents in the parity sample (the first N); an F1 budget needs enough spans to be stable.")] = 64,
     max_logit_diff: Annotated[float, typer.Option(help="fp32 budget: largest absolute logit difference from PyTorch.")] = 1e-3,
     max_f1_drop: Annotated[float, typer.Option(help="Budget for the span-F1 drop from PyTorch (0.01 = one point), fp32 and int8.")] = 0.01,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing artifact directory.")] = False,

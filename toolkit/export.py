@@ -159,7 +159,7 @@ def verify_artifact(directory: Path) -> dict:
 
 
 def export_run(run: Path, out: Path, quantize: str | None = None, budgets: ParityBudgets = ParityBudgets(),
-               data: str | None = None, parity_docs: int = 16, overwrite: bool = False) -> dict:
+               data: str | None = None, parity_docs: int = 64, overwrite: bool = False) -> dict:
     """Export, check parity, write the artifact atomically; returns the manifest."""
     from toolkit import __version__
     from toolkit.modeling import load_meta

@@ -164,13 +164,27 @@ class Extraction:
     def __init__(self) -> None:
         self.model_info = {"id": MANIFEST["model_id"], "version": MANIFEST["files"]["model.onnx"]["sha256"][:12], "precision": MANIFEST["precision"]}
 
+    async def _tag(self, docs: list[str]) -> list[list[dict]]:
+        import aiohttp
+
+        # Under many concurrent requests the internal HTTP connection to the model service is
+        # sometimes closed as it is reused (aiohttp ServerDisconnectedError; seen at 32 clients).
+        # Tagging has no side effects, so the call is retried on a fresh connection.
+        for attempt in range(3):
+            try:
+                return await self.model.to_async.tag(docs)
+            except aiohttp.ClientConnectionError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
     @bentoml.api(route="/extract")
     async def extract(self, text: str | None = None, texts: list[str] | None = None, labels: list[str] | None = None) -> dict:
         docs, problem = check_request(text, texts, labels, SETTINGS, MANIFEST["labels"])
         if problem is not None:
             return problem  # type: ignore[return-value]  # BentoML passes Response objects through
         try:
-            results = await self.model.to_async.tag(docs)
+            results = await self._tag(docs)
         except Exception as exc:  # the model service failed or is overloaded; the API keeps answering
             return error(503, f"the model could not answer: {type(exc).__name__}", "retry later, or send fewer documents")  # type: ignore[return-value]
         if labels:
