@@ -150,7 +150,10 @@ def run(
     if dry_run:
         print(json.dumps(result["plan"], indent=2))
         return
-    console.print(score_table(f"{cfg.name} (run directory: {run_dir})", result))
+    if cfg.task.startswith("pretrain"):
+        console.print((run_dir / "report.md").read_text(encoding="utf-8"))
+    else:
+        console.print(score_table(f"{cfg.name} (run directory: {run_dir})", result))
     run_info = result["run"]
     console.print(f"train {run_info['train_seconds']} s, {run_info['train_tokens_per_second']} tokens/s, peak RSS {run_info['peak_rss_mib']} MiB")
 

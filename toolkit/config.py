@@ -23,8 +23,8 @@ class _Strict(BaseModel):
 
 
 class DataConfig(_Strict):
-    train: str = Field(description="Span JSONL for training (path, or sample:NAME for the embedded sample).")
-    dev: str = Field(description="Span JSONL for the dev metric and early stopping. Never the test split.")
+    train: str = Field(description="Span JSONL for training (path, or sample:NAME for the embedded sample); pretrain_*: any text source (.txt file, directory of .txt, JSONL with a `text` field).")
+    dev: str = Field(description="Span JSONL for the dev metric and early stopping (pretrain_*: held-out text). Never the test split.")
     label_map: dict[str, str] | None = Field(default=None, description="Rename labels on load (OLD: NEW), e.g. NCBI's four classes to Disease; applied to train and dev.")
     labels: list[str] | None = Field(default=None, description="Labels to learn (after label_map); spans of other labels are left out (counted) and not scored. Default: every label in train.")
     max_train_docs: int | None = Field(default=None, ge=1)
@@ -99,6 +99,26 @@ class GenerationConfig(_Strict):
     chat_template: bool = Field(default=False, description="Wrap prompt and target in the tokenizer's chat template (instruction-tuned models).")
 
 
+class PretrainConfig(_Strict):
+    """pretrain_mlm / pretrain_clm: domain-adaptive pre-training on unlabeled text."""
+
+    mlm_probability: float = Field(default=0.15, gt=0, lt=1, description="Share of tokens selected for prediction (BERT: 0.15).")
+    mask_replace_prob: float = Field(default=0.8, ge=0, le=1, description="Of the selected tokens, the share replaced by [MASK] (BERT: 0.8).")
+    random_replace_prob: float = Field(default=0.1, ge=0, le=1, description="Of the selected tokens, the share replaced by a random token (BERT: 0.1); the rest stay unchanged.")
+    whole_word_mask: bool = Field(default=False, description="Select whole words (every sub-token of a word together).")
+    packing: bool = Field(default=True, description="Concatenate documents and cut blocks of model.max_length tokens (no padding); False: one window per block.")
+    eval_blocks: int = Field(default=256, ge=1, description="Held-out blocks scored before and after (fixed masks, same blocks).")
+
+    @model_validator(mode="after")
+    def _rates(self) -> "PretrainConfig":
+        if self.mask_replace_prob + self.random_replace_prob > 1:
+            raise ValueError("mask_replace_prob + random_replace_prob must not exceed 1 (the rest stay unchanged)")
+        if self.whole_word_mask and (self.mask_replace_prob != 1 or self.random_replace_prob != 0):
+            # transformers' whole-word masking replaces selected words by [MASK] only.
+            raise ValueError("whole_word_mask supports [MASK] replacement only: set pretrain.mask_replace_prob=1 and pretrain.random_replace_prob=0")
+        return self
+
+
 class EvalConfig(_Strict):
     boundary_tolerance: list[int] = Field(default=[1, 3], description="k for boundary recall within +/-k tokens.")
     bootstrap: int = Field(default=1000, ge=0, description="Bootstrap resamples over documents for 95% CIs (0: none).")
@@ -129,7 +149,7 @@ class SweepConfig(_Strict):
 
 
 class Recipe(_Strict):
-    task: Literal["token_classification", "span_generation"]
+    task: Literal["token_classification", "span_generation", "pretrain_mlm", "pretrain_clm"]
     name: str = Field(description="Run name; the run directory is <output_dir>/<name>.")
     seed: int = 13
     output_dir: str = Field(default="runs", description="Where run directories go.")
@@ -139,6 +159,7 @@ class Recipe(_Strict):
     train: TrainConfig = Field(default_factory=TrainConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
     sweep: SweepConfig | None = None
 
     @field_validator("name")
@@ -150,7 +171,7 @@ class Recipe(_Strict):
 
     @model_validator(mode="after")
     def _task_options(self) -> "Recipe":
-        if self.task == "span_generation":
+        if self.task != "token_classification":
             if self.model.multi_label or self.model.label_all_subtokens:
                 raise ValueError("model.multi_label and model.label_all_subtokens apply to token_classification only")
             if self.train.class_weights != "none":

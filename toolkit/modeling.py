@@ -23,7 +23,7 @@ META_FILE = "toolkit.json"
 def resolve_model_name(name: str, task: str = "token_classification") -> str:
     if name != "default":
         return name
-    if task == "span_generation":
+    if task in ("span_generation", "pretrain_clm"):
         from toolkit.models import default_decoder
 
         return default_decoder()

@@ -32,6 +32,10 @@ def execute(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dict | None
         from toolkit.train_clm import run_span_generation
 
         return run_span_generation(recipe, run_dir, dry_run)
+    if recipe.task in ("pretrain_mlm", "pretrain_clm"):
+        from toolkit.pretrain import run_pretraining
+
+        return run_pretraining(recipe, run_dir, dry_run)
     raise ToolkitError(f"task {recipe.task!r} is not implemented", fix="use task: token_classification or span_generation")
 
 
@@ -51,6 +55,9 @@ def load_system(path: Path):
     from toolkit.predict import Tagger, model_dir_of
 
     meta = load_meta(model_dir_of(path))
+    if meta.get("task", "").startswith("pretrain"):
+        raise ToolkitError(f"{path} is a domain-adapted base model ({meta['task']}): it extracts nothing by itself",
+                           fix=f"fine-tune it: set model.name: {model_dir_of(path)} in a token_classification or span_generation recipe")
     if meta.get("task") == "span_generation":
         from toolkit.generate import Generator
 
