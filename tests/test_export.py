@@ -98,3 +98,26 @@ def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
     # Constrained copy decoding runs on the ONNX decoder too: nothing unlocatable is generated.
     spans = generator.predict(texts, constrained=True)
     assert generator.last_report["hallucinated_spans"] == 0 and any(spans)
+
+
+def test_lora_run_exports_merged_with_parity(tiny_bert, tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.runs import execute
+
+    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
+        f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_train",
+        "data.max_train_docs=5", "data.max_dev_docs=5", "train.epochs=20", "train.learning_rate=3e-3", "train.batch_size=5",
+        "train.warmup_ratio=0", "eval.bootstrap=0", "model.lora.enabled=true", "model.lora.r=4"])
+    execute(recipe, tmp_path / "lora")
+    assert (tmp_path / "lora" / "model" / "adapter").is_dir()
+    manifest = export_run(tmp_path / "lora", tmp_path / "lora_art", parity_docs=5)
+    assert manifest["parity"]["fp32"]["max_logit_diff"] < 1e-3
+    assert manifest["parity"]["fp32"]["span_f1"] == manifest["parity"]["pytorch_span_f1"]
+
+
+def test_serve_refuses_a_directory_that_is_not_an_artifact(tiny_mlm_run):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "serve", str(tiny_mlm_run), "--port", "3999"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 1 and "manifest.json" in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
