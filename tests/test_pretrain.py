@@ -118,7 +118,8 @@ def test_text_sources_and_bad_lines(tmp_path):
 
 
 def _corpus(tmp_path):
-    (tmp_path / "train.txt").write_text(" ".join(sample_texts()[:12]) * 2, encoding="utf-8")
+    # A short passage repeated: a tiny model can memorise it, so the drop is large and stable.
+    (tmp_path / "train.txt").write_text(" ".join(sample_texts()[:2]) * 40, encoding="utf-8")
 
 
 def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
@@ -127,8 +128,8 @@ def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
     _corpus(tmp_path)
     recipe = pretrain_recipe(tiny_bert, tmp_path)
     result = execute(recipe, tmp_path / "adapt")
-    assert result["after"]["loss"] < result["before"]["loss"] - 1.0
-    assert result["after"]["token_accuracy"] > result["before"]["token_accuracy"] + 0.03  # tiny model: 0.075 -> 0.13 here
+    assert result["after"]["loss"] < result["before"]["loss"] - 2.0  # about 6.3 -> 2.9
+    assert result["after"]["token_accuracy"] > result["before"]["token_accuracy"] + 0.06  # about 0.08 -> 0.20 on a repeated passage
     plan = json.loads((tmp_path / "adapt" / "data_report.json").read_text())
     assert plan["mlm_head_initialised_from_embeddings"] is True
     model_dir = tmp_path / "adapt" / "model"
