@@ -18,7 +18,7 @@ from toolkit.config import Recipe
 from toolkit.errors import ConfigError
 from toolkit.modeling import META_FILE, add_embedding_dropout, apply_dropout, resolve_model_name
 from toolkit.text_corpus import TextReport, pack_blocks, read_texts, split_blocks
-from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, train_resuming, training_arguments
+from toolkit.training import pad_collator, parameter_counts, peak_rss_mib, start_run_dir, train_resuming, training_arguments
 
 
 def build_mlm_model(recipe: Recipe):
@@ -95,22 +95,6 @@ def fixed_eval_set(blocks: list[dict], collator, objective: str, batch: int = 64
     return out
 
 
-def _pad_collator(pad_id: int):
-    import torch
-
-    def collate(features):
-        width = max(len(f["input_ids"]) for f in features)
-        ids = torch.full((len(features), width), pad_id, dtype=torch.long)
-        labels = torch.full((len(features), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(features), width), dtype=torch.long)
-        for i, f in enumerate(features):
-            n = len(f["input_ids"])
-            ids[i, :n], labels[i, :n], mask[i, :n] = torch.tensor(f["input_ids"]), torch.tensor(f["labels"]), 1
-        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
-
-    return collate
-
-
 def _metrics(objective: str):
     """Token accuracy on the predicted positions (masked tokens; next tokens for CLM)."""
     import numpy as np
@@ -178,7 +162,7 @@ def run_pretraining(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dic
     args = training_arguments(recipe, run_dir, metric="loss", greater_is_better=False, remove_unused_columns=False)
     trainer = Trainer(
         model=model, args=args, train_dataset=Dataset.from_list(train_blocks), eval_dataset=Dataset.from_list(eval_set),
-        data_collator=_TrainEvalCollator(train_collator, _pad_collator(tokenizer.pad_token_id or 0)),
+        data_collator=_TrainEvalCollator(train_collator, pad_collator(tokenizer.pad_token_id or 0)),
         compute_metrics=compute, preprocess_logits_for_metrics=preprocess,
     )
     before = _summary(trainer.evaluate(metric_key_prefix="eval"))

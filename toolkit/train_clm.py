@@ -14,7 +14,7 @@ from toolkit.features import FeatureReport, filter_labels
 from toolkit.metrics import score
 from toolkit.modeling import add_embedding_dropout, apply_dropout, resolve_model_name, save_model_dir
 from toolkit.reporting import write_metrics, write_predictions
-from toolkit.training import parameter_counts, peak_rss_mib, start_run_dir, train_resuming, training_arguments, world_size
+from toolkit.training import pad_collator, parameter_counts, peak_rss_mib, start_run_dir, train_resuming, training_arguments, world_size
 
 
 def build_causal_model(recipe: Recipe):
@@ -59,23 +59,6 @@ def build_causal_model(recipe: Recipe):
         model = get_peft_model(model, LoraConfig(task_type=TaskType.CAUSAL_LM, r=m.lora.r, lora_alpha=m.lora.alpha,
                                                  lora_dropout=m.lora.dropout, target_modules=m.lora.target_modules))
     return model, tokenizer
-
-
-def _collator(pad_id: int):
-    import torch
-
-    # Right padding for training; labels padded with -100 so padding never counts in the loss.
-    def collate(features):
-        width = max(len(f["input_ids"]) for f in features)
-        ids = torch.full((len(features), width), pad_id, dtype=torch.long)
-        labels = torch.full((len(features), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(features), width), dtype=torch.long)
-        for i, f in enumerate(features):
-            n = len(f["input_ids"])
-            ids[i, :n], labels[i, :n], mask[i, :n] = torch.tensor(f["input_ids"]), torch.tensor(f["labels"]), 1
-        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
-
-    return collate
 
 
 def save_causal_model(model, tokenizer, directory: Path, recipe: Recipe, labels: list[str]) -> None:
@@ -123,7 +106,7 @@ def run_span_generation(recipe: Recipe, run_dir: Path, dry_run: bool = False) ->
     trainer = Trainer(
         model=model, args=args,
         train_dataset=Dataset.from_list(train_examples), eval_dataset=Dataset.from_list(dev_examples),
-        data_collator=_collator(tokenizer.pad_token_id),
+        data_collator=pad_collator(tokenizer.pad_token_id),
         callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
     )
     train_seconds, resumed_from = train_resuming(trainer, run_dir)

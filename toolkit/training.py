@@ -92,6 +92,24 @@ def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_be
     )
 
 
+def pad_collator(pad_id: int):
+    """Right-pads input_ids, attention_mask and labels (with -100, so padding never counts in the loss).
+    For features that already carry their labels: CLM examples and pre-masked MLM evaluation blocks."""
+    import torch
+
+    def collate(features):
+        width = max(len(f["input_ids"]) for f in features)
+        ids = torch.full((len(features), width), pad_id, dtype=torch.long)
+        labels = torch.full((len(features), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(features), width), dtype=torch.long)
+        for i, f in enumerate(features):
+            n = len(f["input_ids"])
+            ids[i, :n], labels[i, :n], mask[i, :n] = torch.tensor(f["input_ids"]), torch.tensor(f["labels"]), 1
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+    return collate
+
+
 def train_resuming(trainer, run_dir: Path) -> tuple[float, str | None]:
     """Train, resuming from the run's latest checkpoint when one exists (a crashed run reruns the same command).
     Returns (training seconds, the checkpoint resumed from)."""
