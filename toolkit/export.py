@@ -74,47 +74,36 @@ def _decisions(logits, group: int | None):
     return logits.reshape(logits.shape[0], -1, group).argmax(-1) if group else logits.argmax(-1)
 
 
-def _tagger_parity(reference, candidate, records) -> dict:
-    """Largest logit difference over every window of the sample, and span F1 of both."""
-    import numpy as np
-
-    texts = [r.text for r in records]
-    windows = reference.windows(texts)
-    ref_logits, cand_logits = reference.logits(windows), candidate.logits(windows)
-    diff = max((float(np.abs(a - b).max()) for a, b in zip(ref_logits, cand_logits)), default=0.0)
-    # Multi-label outputs are an O/B/I softmax per label: compare the decision within each group of three.
-    group = 3 if reference.settings.multi_label else None
-    agree = [float((_decisions(a, group) == _decisions(b, group)).mean()) for a, b in zip(ref_logits, cand_logits)]
-    return {
-        "max_logit_diff": diff,
-        "argmax_agreement": float(np.mean(agree)) if agree else 1.0,
-        "span_f1": _span_f1(records, candidate.predict(texts)),
-    }
+def _tagger_outputs(tagger, texts: list[str], windows) -> tuple[list, list]:
+    """(per-window logits, decoded spans) on the parity windows, one forward pass."""
+    logits = tagger.logits(windows)
+    return logits, tagger.decode(texts, windows, logits)
 
 
-def _generator_parity(reference, candidate, records) -> dict:
-    """Next-token logits on every window's prompt, and span F1 of the generated spans."""
-    import numpy as np
+def _generator_outputs(generator, texts: list[str], windows) -> tuple[list, list]:
+    """(next-token logits of every window's prompt, generated spans)."""
     import torch
 
-    from toolkit.clm_data import render_prompt, text_windows
+    from toolkit.clm_data import render_prompt
 
-    texts = [r.text for r in records]
-    windows = text_windows(reference.tokenizer, texts, reference.meta["max_length"], reference.meta["stride"])
-    diffs, agree = [], []
+    tok = generator.tokenizer
+    logits = []
     for w in windows:
-        prompt = render_prompt(reference.tokenizer, texts[w.doc][w.start : w.end], reference.labels, reference.meta.get("chat_template", False))
-        enc = reference.tokenizer(prompt, return_tensors="pt", add_special_tokens=False, return_token_type_ids=False)
+        prompt = render_prompt(tok, texts[w.doc][w.start : w.end], generator.labels, generator.meta.get("chat_template", False))
+        enc = tok(prompt, return_tensors="pt", add_special_tokens=False, return_token_type_ids=False)
         with torch.inference_mode():
-            a = reference.model(**enc).logits[0, -1].float().numpy()
-            b = candidate.model(**enc).logits[0, -1].float().numpy()
-        diffs.append(float(np.abs(a - b).max()))
-        agree.append(float(a.argmax() == b.argmax()))
-    return {
-        "max_logit_diff": max(diffs, default=0.0),
-        "argmax_agreement": float(np.mean(agree)) if agree else 1.0,
-        "span_f1": _span_f1(records, candidate.predict(texts)),
-    }
+            logits.append(generator.model(**enc).logits[0, -1:].float().numpy())
+    return logits, generator.predict(texts)
+
+
+def _parity(reference: tuple[list, list], candidate: tuple[list, list], records, group: int | None) -> dict:
+    """Largest logit difference, decision agreement and span F1 of a candidate against the reference outputs."""
+    import numpy as np
+
+    (ref_logits, _), (cand_logits, cand_spans) = reference, candidate
+    diff = max((float(np.abs(a - b).max()) for a, b in zip(ref_logits, cand_logits)), default=0.0)
+    agree = [float((_decisions(a, group) == _decisions(b, group)).mean()) for a, b in zip(ref_logits, cand_logits)]
+    return {"max_logit_diff": diff, "argmax_agreement": float(np.mean(agree)) if agree else 1.0, "span_f1": _span_f1(records, cand_spans)}
 
 
 def _onnx_export(model_dir: Path, out: Path, task: str) -> None:
@@ -183,11 +172,20 @@ def export_run(run: Path, out: Path, quantize: str | None = None, budgets: Parit
         if (run / "config.yaml").is_file():
             # The run's recipe travels with the artifact: `toolkit eval ARTIFACT` applies its label map.
             shutil.copy2(run / "config.yaml", onnx_dir / "config.yaml")
-        (onnx_dir / MANIFEST).write_text("{}", encoding="utf-8")  # marks an artifact for the loaders; rewritten below
+        # The reference runs once; every candidate (fp32, int8) is compared with its outputs.
+        texts = [r.text for r in records]
         reference = load_system(run)
-        check = _tagger_parity if task == "token_classification" else _generator_parity
-        reference_f1 = _span_f1(records, reference.predict([r.text for r in records]))
-        fp32 = check(reference, load_system(onnx_dir), records)
+        if task == "token_classification":
+            windows, outputs = reference.windows(texts), _tagger_outputs
+            # Multi-label outputs are an O/B/I softmax per label: compare the decision within each group of three.
+            group = 3 if reference.settings.multi_label else None
+        else:
+            from toolkit.clm_data import text_windows
+
+            windows, outputs, group = text_windows(reference.tokenizer, texts, meta["max_length"], meta["stride"]), _generator_outputs, None
+        ref = outputs(reference, texts, windows)
+        reference_f1 = _span_f1(records, ref[1])
+        fp32 = _parity(ref, outputs(load_system(onnx_dir), texts, windows), records, group)
         parity = {"documents": len(records), "source": source, "pytorch_span_f1": reference_f1, "fp32": fp32}
         problems = []
         if fp32["max_logit_diff"] > budgets.max_logit_diff:
@@ -199,7 +197,7 @@ def export_run(run: Path, out: Path, quantize: str | None = None, budgets: Parit
             os.replace(tmp / "model.int8.onnx", onnx_dir / "model.onnx")
             for external in onnx_dir.glob("model.onnx_data"):
                 external.unlink()  # the quantized graph holds its own weights
-            int8 = check(reference, load_system(onnx_dir), records)
+            int8 = _parity(ref, outputs(load_system(onnx_dir), texts, windows), records, group)
             parity["int8"] = int8
             if reference_f1 - int8["span_f1"] > budgets.max_f1_drop:
                 problems.append(f"int8 span F1 drop {reference_f1 - int8['span_f1']:.4f} > {budgets.max_f1_drop}")

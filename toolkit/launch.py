@@ -16,9 +16,12 @@ from toolkit.errors import ToolkitError
 
 def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int = 10_000, **limits: int | str) -> dict[str, str]:
     """The environment the service module reads its settings from (see toolkit.serving)."""
-    from toolkit.export import verify_artifact
+    from toolkit.export import MANIFEST
 
-    verify_artifact(artifact)  # fail here, with the fix, rather than inside a worker process
+    # A cheap check here, so a wrong path fails with its fix rather than inside a worker;
+    # the model service verifies every file's sha256 when it loads the artifact.
+    if not (Path(artifact) / MANIFEST).is_file():
+        raise ToolkitError(f"{artifact}: no {MANIFEST}", fix="pass a directory made by `toolkit export`")
     env = {**os.environ, "TOOLKIT_ARTIFACT": str(Path(artifact).resolve()),
            "TOOLKIT_MAX_BATCH_SIZE": str(max_batch_size), "TOOLKIT_MAX_LATENCY_MS": str(max_latency_ms)}
     env.update({f"TOOLKIT_{k.upper()}": str(v) for k, v in limits.items()})

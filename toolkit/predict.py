@@ -19,8 +19,8 @@ from toolkit.windows import Window, make_windows
 
 
 def is_artifact(path: Path) -> bool:
-    """An exported ONNX artifact directory (made by `toolkit export`)."""
-    return (Path(path) / "manifest.json").is_file() and (Path(path) / "model.onnx").is_file()
+    """An exported ONNX model directory (made by `toolkit export`; its manifest is written last)."""
+    return (Path(path) / "model.onnx").is_file()
 
 
 def model_dir_of(path: Path) -> Path:
@@ -95,16 +95,19 @@ class Tagger:
                     n = len(windows[i].input_ids)
                     ids[row, :n] = torch.tensor(windows[i].input_ids)
                     mask[row, :n] = 1
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
-                logits = (logits.float().cpu().numpy() if hasattr(logits, "float") else np.asarray(logits, dtype=np.float32))
+                # ORTModel answers torch inputs with torch tensors, like the PyTorch model.
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float().cpu().numpy()
                 for row, i in enumerate(idx):
                     out[i] = logits[row, : len(windows[i].input_ids)]
         return out  # type: ignore[return-value]
 
+    def decode(self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]) -> list[list[PredictedSpan]]:
+        """Per-window logits -> stitched character spans per document."""
+        return decode_documents(texts, [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], list(logits), self.settings)
+
     def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
         start = time.perf_counter()
         windows = self.windows(texts)
-        logits = self.logits(windows, batch_size)
-        spans = decode_documents(texts, [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits, self.settings)
+        spans = self.decode(texts, windows, self.logits(windows, batch_size))
         self.last_report = {"seconds": time.perf_counter() - start, "windows": len(windows), "tokens": sum(len(w.input_ids) for w in windows)}
         return spans

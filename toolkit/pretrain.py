@@ -97,7 +97,6 @@ def fixed_eval_set(blocks: list[dict], collator, objective: str, batch: int = 64
 
 def _metrics(objective: str):
     """Token accuracy on the predicted positions (masked tokens; next tokens for CLM)."""
-    import numpy as np
 
     def preprocess(logits, labels):
         logits = logits[0] if isinstance(logits, tuple) else logits
@@ -125,7 +124,7 @@ def run_pretraining(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dic
     from transformers import DataCollatorForLanguageModeling, Trainer, set_seed
 
     objective = "mlm" if recipe.task == "pretrain_mlm" else "clm"
-    p, t = recipe.pretrain, recipe.train
+    p = recipe.pretrain
     set_seed(recipe.seed)
     if objective == "mlm":
         model, tokenizer, head_initialised = build_mlm_model(recipe)
