@@ -108,6 +108,9 @@ class PretrainConfig(_Strict):
     whole_word_mask: bool = Field(default=False, description="Select whole words (every sub-token of a word together).")
     packing: bool = Field(default=True, description="Concatenate documents and cut blocks of model.max_length tokens (no padding); False: one window per block.")
     eval_blocks: int = Field(default=256, ge=1, description="Held-out blocks scored before and after (fixed masks, same blocks).")
+    eval_mlm_probability: float | None = Field(
+        default=None, gt=0, lt=1,
+        description="Selection rate of the held-out masks (default: mlm_probability). Fix it (e.g. 0.15) to compare runs trained at different rates on the same masks.")
 
     @model_validator(mode="after")
     def _rates(self) -> "PretrainConfig":

@@ -71,13 +71,14 @@ def make_blocks(tokenizer, texts: list[str], block_size: int, packing: bool, obj
     return blocks
 
 
-def masking_collator(tokenizer, recipe: Recipe, seed: int | None = None):
-    """The MLM collator exactly as configured (also what the masking-rate tests measure)."""
+def masking_collator(tokenizer, recipe: Recipe, seed: int | None = None, mlm_probability: float | None = None):
+    """The MLM collator exactly as configured (also what the masking-rate tests measure);
+    `mlm_probability` overrides the selection rate (held-out masks)."""
     from transformers import DataCollatorForLanguageModeling
 
     p = recipe.pretrain
     return DataCollatorForLanguageModeling(
-        tokenizer, mlm=True, mlm_probability=p.mlm_probability, mask_replace_prob=p.mask_replace_prob,
+        tokenizer, mlm=True, mlm_probability=mlm_probability or p.mlm_probability, mask_replace_prob=p.mask_replace_prob,
         random_replace_prob=p.random_replace_prob, whole_word_mask=p.whole_word_mask, seed=seed,
     )
 
@@ -96,32 +97,45 @@ def fixed_eval_set(blocks: list[dict], collator, objective: str, batch: int = 64
 
 
 def _metrics(objective: str):
-    """Token accuracy on the predicted positions (masked tokens; next tokens for CLM)."""
+    """Loss, perplexity and token accuracy over the predicted positions (masked tokens; next
+    tokens for CLM). Our own token-weighted mean NLL rather than the Trainer's eval_loss,
+    which averages per-batch means and so changes with the batch size and padding."""
+    import numpy as np
 
     def preprocess(logits, labels):
+        import torch
+
         logits = logits[0] if isinstance(logits, tuple) else logits
-        return logits.argmax(-1)  # keep ids, not [batch, tokens, vocab] logits
+        if objective == "clm":  # position t predicts token t+1
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none")
+        out = torch.stack([logits.argmax(-1).float(), nll], dim=-1)  # ids < 2**24 stay exact in float32
+        if objective == "clm":  # keep the labels' length; the last position predicts nothing
+            out = torch.nn.functional.pad(out, (0, 0, 0, 1), value=-100.0)
+        return out  # not [batch, tokens, vocab] logits
 
     def compute(pred) -> dict:
         predictions, labels = pred.predictions, pred.label_ids
         if objective == "clm":
             predictions, labels = predictions[:, :-1], labels[:, 1:]
         keep = labels != -100
-        return {"token_accuracy": float((predictions[keep] == labels[keep]).mean()) if keep.any() else 0.0, "scored_tokens": int(keep.sum())}
+        if not keep.any():
+            return {"token_accuracy": 0.0, "nll": float("nan"), "scored_tokens": 0}
+        ids, nll = predictions[..., 0][keep], predictions[..., 1][keep]
+        return {"token_accuracy": float((ids == labels[keep]).mean()), "nll": float(np.mean(nll, dtype=np.float64)), "scored_tokens": int(keep.sum())}
 
     return preprocess, compute
 
 
 def _summary(raw: dict) -> dict:
-    loss = raw["eval_loss"]
+    loss = raw["eval_nll"]
     return {"loss": round(loss, 4), "perplexity": round(math.exp(min(loss, 50)), 3),
             "token_accuracy": round(raw["eval_token_accuracy"], 4), "scored_tokens": raw["eval_scored_tokens"]}
 
 
-def run_pretraining(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dict | None:
-    """Adapt a base model to unlabeled domain text; returns metrics before and after (rank 0)."""
-    from datasets import Dataset
-    from transformers import DataCollatorForLanguageModeling, Trainer, set_seed
+def _prepare(recipe: Recipe) -> dict:
+    """Model, tokenizer, token blocks, the fixed held-out set and a Trainer over them."""
+    from transformers import DataCollatorForLanguageModeling, set_seed
 
     objective = "mlm" if recipe.task == "pretrain_mlm" else "clm"
     p = recipe.pretrain
@@ -142,28 +156,43 @@ def run_pretraining(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dic
     if not train_blocks or not dev_blocks:
         raise ConfigError(f"too little text for one block of {block} tokens (train {len(train_blocks)}, held-out {len(dev_blocks)} blocks)",
                           fix="add text, or lower model.max_length")
+    eval_rate = (p.eval_mlm_probability or p.mlm_probability) if objective == "mlm" else None
     plan = {
         "objective": objective, "block_size": block, "packing": p.packing,
         "train": {**train_report.to_dict(), "blocks": len(train_blocks), "tokens": sum(len(b["input_ids"]) for b in train_blocks)},
-        "held_out": {**dev_report.to_dict(), "blocks": len(dev_blocks)},
+        "held_out": {**dev_report.to_dict(), "blocks": len(dev_blocks), "mlm_probability": eval_rate},
         "masking": p.model_dump() if objective == "mlm" else None,
         "mlm_head_initialised_from_embeddings": head_initialised,
         **parameter_counts(model),
     }
+    train_collator = masking_collator(tokenizer, recipe) if objective == "mlm" else DataCollatorForLanguageModeling(tokenizer, mlm=False)
+    eval_masks = masking_collator(tokenizer, recipe, seed=recipe.seed, mlm_probability=eval_rate) if objective == "mlm" else None
+    eval_set = fixed_eval_set(dev_blocks, eval_masks, objective)
+    return {"objective": objective, "model": model, "tokenizer": tokenizer, "plan": plan, "train_blocks": train_blocks,
+            "eval_set": eval_set, "collator": _TrainEvalCollator(train_collator, pad_collator(tokenizer.pad_token_id or 0))}
+
+
+def _trainer(recipe: Recipe, run_dir: Path, prepared: dict, train: bool):
+    from datasets import Dataset
+    from transformers import Trainer
+
+    preprocess, compute = _metrics(prepared["objective"])
+    args = training_arguments(recipe, run_dir, metric="nll", greater_is_better=False, remove_unused_columns=False)
+    return Trainer(
+        model=prepared["model"], args=args, train_dataset=Dataset.from_list(prepared["train_blocks"]) if train else None,
+        eval_dataset=Dataset.from_list(prepared["eval_set"]), data_collator=prepared["collator"],
+        compute_metrics=compute, preprocess_logits_for_metrics=preprocess,
+    )
+
+
+def run_pretraining(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dict | None:
+    """Adapt a base model to unlabeled domain text; returns metrics before and after (rank 0)."""
+    prepared = _prepare(recipe)
+    plan, objective, tokenizer = prepared["plan"], prepared["objective"], prepared["tokenizer"]
     if dry_run:
         return {"plan": plan}
     start_run_dir(recipe, run_dir, plan)
-
-    train_collator = masking_collator(tokenizer, recipe) if objective == "mlm" else DataCollatorForLanguageModeling(tokenizer, mlm=False)
-    eval_masks = masking_collator(tokenizer, recipe, seed=recipe.seed) if objective == "mlm" else None
-    eval_set = fixed_eval_set(dev_blocks, eval_masks, objective)
-    preprocess, compute = _metrics(objective)
-    args = training_arguments(recipe, run_dir, metric="loss", greater_is_better=False, remove_unused_columns=False)
-    trainer = Trainer(
-        model=model, args=args, train_dataset=Dataset.from_list(train_blocks), eval_dataset=Dataset.from_list(eval_set),
-        data_collator=_TrainEvalCollator(train_collator, pad_collator(tokenizer.pad_token_id or 0)),
-        compute_metrics=compute, preprocess_logits_for_metrics=preprocess,
-    )
+    trainer = _trainer(recipe, run_dir, prepared, train=True)
     before = _summary(trainer.evaluate(metric_key_prefix="eval"))
     train_seconds, resumed_from = train_resuming(trainer, run_dir)
     after = _summary(trainer.evaluate(metric_key_prefix="eval"))
@@ -180,11 +209,20 @@ def run_pretraining(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dic
             "optimizer_steps": trainer.state.global_step, "epochs_completed": round(epochs, 2),
             "train_tokens_per_second": round(plan["train"]["tokens"] * epochs / train_seconds, 1) if train_seconds else None,
             "peak_rss_mib": peak_rss_mib(), "resumed_from_checkpoint": resumed_from,
+            "heldout_mlm_probability": plan["held_out"]["mlm_probability"],
         },
     }
     (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     (run_dir / "report.md").write_text(_report(recipe, result), encoding="utf-8")
     return result
+
+
+def score_heldout(recipe: Recipe, scratch_dir: Path) -> dict:
+    """Held-out loss / perplexity / token accuracy of `recipe.model.name` without training:
+    the recipe's blocks and seeded masks, so models adapted at different rates can be
+    compared on identical masks (set pretrain.eval_mlm_probability)."""
+    prepared = _prepare(recipe)
+    return _summary(_trainer(recipe, scratch_dir, prepared, train=False).evaluate(metric_key_prefix="eval"))
 
 
 class _TrainEvalCollator:
@@ -216,7 +254,8 @@ def _report(recipe: Recipe, result: dict) -> str:
     b, a = result["before"], result["after"]
     kind = "masked-token" if result["run"]["objective"] == "mlm" else "next-token"
     lines = [f"# {recipe.name}: {recipe.task} on {recipe.data.train}", "",
-             f"Held-out text: {recipe.data.dev} (same blocks{' and masks' if kind == 'masked-token' else ''} before and after).", "",
+             f"Held-out text: {recipe.data.dev} (same blocks{' and masks' if kind == 'masked-token' else ''} before and after"
+             + (f"; {result['run']['heldout_mlm_probability']:.0%} of tokens masked" if kind == "masked-token" else "") + ").", "",
              "| | loss | perplexity | " + kind + " accuracy |", "|---|---|---|---|",
              f"| before | {b['loss']} | {b['perplexity']} | {b['token_accuracy']} |",
              f"| after | {a['loss']} | {a['perplexity']} | {a['token_accuracy']} |", "",
