@@ -133,8 +133,8 @@ def _summary(raw: dict) -> dict:
             "token_accuracy": round(raw["eval_token_accuracy"], 4), "scored_tokens": raw["eval_scored_tokens"]}
 
 
-def _prepare(recipe: Recipe) -> dict:
-    """Model, tokenizer, token blocks, the fixed held-out set and a Trainer over them."""
+def _prepare(recipe: Recipe, with_training_text: bool = True) -> dict:
+    """Model, tokenizer, training blocks (none when only scoring), the fixed held-out set and the collator."""
     from transformers import DataCollatorForLanguageModeling, set_seed
 
     objective = "mlm" if recipe.task == "pretrain_mlm" else "clm"
@@ -147,13 +147,13 @@ def _prepare(recipe: Recipe) -> dict:
 
         (model, tokenizer), head_initialised = build_causal_model(recipe), False
     train_report, dev_report = TextReport(), TextReport()
-    train_texts = read_texts(recipe.data.train, recipe.data.max_train_docs, train_report)
+    train_texts = read_texts(recipe.data.train, recipe.data.max_train_docs, train_report) if with_training_text else []
     dev_texts = read_texts(recipe.data.dev, recipe.data.max_dev_docs, dev_report)
     block = recipe.model.max_length
     wwm = objective == "mlm" and p.whole_word_mask
-    train_blocks = make_blocks(tokenizer, train_texts, block, p.packing, objective, wwm)
+    train_blocks = make_blocks(tokenizer, train_texts, block, p.packing, objective, wwm) if with_training_text else []
     dev_blocks = make_blocks(tokenizer, dev_texts, block, p.packing, objective, False)[: p.eval_blocks]
-    if not train_blocks or not dev_blocks:
+    if (with_training_text and not train_blocks) or not dev_blocks:
         raise ConfigError(f"too little text for one block of {block} tokens (train {len(train_blocks)}, held-out {len(dev_blocks)} blocks)",
                           fix="add text, or lower model.max_length")
     eval_rate = (p.eval_mlm_probability or p.mlm_probability) if objective == "mlm" else None
@@ -172,14 +172,14 @@ def _prepare(recipe: Recipe) -> dict:
             "eval_set": eval_set, "collator": _TrainEvalCollator(train_collator, pad_collator(tokenizer.pad_token_id or 0))}
 
 
-def _trainer(recipe: Recipe, run_dir: Path, prepared: dict, train: bool):
+def _trainer(recipe: Recipe, run_dir: Path, prepared: dict):
     from datasets import Dataset
     from transformers import Trainer
 
     preprocess, compute = _metrics(prepared["objective"])
     args = training_arguments(recipe, run_dir, metric="nll", greater_is_better=False, remove_unused_columns=False)
     return Trainer(
-        model=prepared["model"], args=args, train_dataset=Dataset.from_list(prepared["train_blocks"]) if train else None,
+        model=prepared["model"], args=args, train_dataset=Dataset.from_list(prepared["train_blocks"]) if prepared["train_blocks"] else None,
         eval_dataset=Dataset.from_list(prepared["eval_set"]), data_collator=prepared["collator"],
         compute_metrics=compute, preprocess_logits_for_metrics=preprocess,
     )
@@ -192,7 +192,7 @@ def run_pretraining(recipe: Recipe, run_dir: Path, dry_run: bool = False) -> dic
     if dry_run:
         return {"plan": plan}
     start_run_dir(recipe, run_dir, plan)
-    trainer = _trainer(recipe, run_dir, prepared, train=True)
+    trainer = _trainer(recipe, run_dir, prepared)
     before = _summary(trainer.evaluate(metric_key_prefix="eval"))
     train_seconds, resumed_from = train_resuming(trainer, run_dir)
     after = _summary(trainer.evaluate(metric_key_prefix="eval"))
@@ -221,8 +221,8 @@ def score_heldout(recipe: Recipe, scratch_dir: Path) -> dict:
     """Held-out loss / perplexity / token accuracy of `recipe.model.name` without training:
     the recipe's blocks and seeded masks, so models adapted at different rates can be
     compared on identical masks (set pretrain.eval_mlm_probability)."""
-    prepared = _prepare(recipe)
-    return _summary(_trainer(recipe, scratch_dir, prepared, train=False).evaluate(metric_key_prefix="eval"))
+    prepared = _prepare(recipe, with_training_text=False)  # the training corpus is not needed to score
+    return _summary(_trainer(recipe, scratch_dir, prepared).evaluate(metric_key_prefix="eval"))
 
 
 class _TrainEvalCollator:
