@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/decode_bench.py RUN [--data sample:contracts_dev] [--repeat 3]
 
-Runs the run's Generator over the same documents, alternating modes, and prints the median
+Runs the run's SpanGenerator over the same documents, alternating modes, and prints the median
 tokens/s of each, their ratio, and the scores (one scorer) of each mode.
 """
 
@@ -16,10 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolkit.data import load_records  # noqa: E402
-from toolkit.features import FeatureReport, filter_labels  # noqa: E402
-from toolkit.generate import Generator  # noqa: E402
-from toolkit.metrics import score  # noqa: E402
+from toolkit.data.records import (
+    filter_labels,  # noqa: E402
+    load_records,  # noqa: E402
+)
+from toolkit.evaluate.metrics import score  # noqa: E402
+from toolkit.infer.generator import SpanGenerator  # noqa: E402
+from toolkit.tasks.token_features import FeatureReport  # noqa: E402
 
 
 def main() -> None:
@@ -29,7 +32,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-docs", type=int, default=None)
     args = parser.parse_args()
-    gen = Generator.load(args.run)
+    gen = SpanGenerator.load(args.run)
     records = filter_labels(load_records(args.data, args.max_docs), gen.labels, FeatureReport())
     texts = [r.text for r in records]
     speeds: dict[str, list[float]] = {"free": [], "constrained": []}

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from toolkit.config import load_recipe  # noqa: E402
-from toolkit.pretrain import score_heldout  # noqa: E402
+from toolkit.tasks.pretrain import score_heldout  # noqa: E402
 
 
 def main() -> None:

@@ -31,7 +31,8 @@ KEYS = ["span_precision", "span_recall", "span_f1", "seqeval_f1", "jaccard_recal
 
 
 def run_toolkit(recipe, out_dir: Path) -> dict:
-    from toolkit.runs import execute, prepare_run_dir
+    from toolkit.rundir import prepare_run_dir
+    from toolkit.tasks import execute
 
     recipe = recipe.model_copy(update={"output_dir": str(out_dir), "name": recipe.name + "_bench"})
     run_dir = out_dir / recipe.name
@@ -44,15 +45,17 @@ def run_baseline(recipe, out_dir: Path) -> dict:
     import numpy as np
     from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments, set_seed
 
-    from toolkit.alignment import flat_targets, representable
-    from toolkit.decoding import DecodeSettings, decode_documents
-    from toolkit.features import FeatureReport, LabelSpace, filter_labels
-    from toolkit.metrics import score
-    from toolkit.modeling import build_token_model
-    from toolkit.windows import Window
+    from toolkit.data.records import filter_labels
+    from toolkit.evaluate.metrics import score
+    from toolkit.spans.alignment import flat_targets, representable
+    from toolkit.spans.decoding import decode_documents
+    from toolkit.spans.label_space import DecodeSettings, LabelSpace
+    from toolkit.spans.windows import Window
+    from toolkit.tasks.models import build_token_model
+    from toolkit.tasks.token_features import FeatureReport
 
     set_seed(recipe.seed)
-    from toolkit.train_token import prepare
+    from toolkit.tasks.token_classification import prepare
 
     train_records, dev_records, settings, space, _, _, _, _ = prepare(recipe)
     flat = DecodeSettings(settings.labels, False, False)

@@ -24,7 +24,7 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def artifact(run: Path, precision: str) -> Path:
-    from toolkit.export import export_run
+    from toolkit.deploy.export import export_run
 
     out = RESULTS / "artifacts" / f"{run.name}-{precision}"
     if not (out / "manifest.json").is_file():
@@ -43,13 +43,13 @@ def latency_stats(seconds: list[float]) -> dict:
 
 
 def f1_of(records, predictions) -> float:
-    from toolkit.metrics import score
+    from toolkit.evaluate.metrics import score
 
     return round(score([r.text for r in records], [r.spans for r in records], predictions, bootstrap=0)["summary"]["span_f1"], 4)
 
 
 def pipeline_spans(pipe, text: str):
-    from toolkit.decoding import PredictedSpan
+    from toolkit.spans.decoding import PredictedSpan
 
     return [PredictedSpan(int(e["start"]), int(e["end"]), e["entity_group"], float(e["score"])) for e in pipe(text)]
 
@@ -64,10 +64,10 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
     from optimum.onnxruntime import ORTModelForTokenClassification
     from transformers import AutoModelForTokenClassification, pipeline
 
-    from toolkit.data import load_records, map_record_labels
     from toolkit.config import load_recipe
-    from toolkit.predict import Tagger
-    from toolkit.tokenization import load_tokenizer
+    from toolkit.data.records import load_records, map_record_labels
+    from toolkit.infer.tagger import Tagger
+    from toolkit.pretrained import load_tokenizer
 
     recipe = load_recipe(run / "config.yaml")
     records = load_records(data, max_docs)
@@ -121,8 +121,8 @@ def tree_rss_mib(pid: int) -> float:
 
 def bench_service(run: Path, data: str, requests_per_client: int, clients: list[int], precision: str) -> dict:
     """Closed-loop clients, each sending `requests_per_client` single-document requests."""
-    from toolkit.data import load_records
-    from toolkit.launch import Server
+    from toolkit.data.records import load_records
+    from toolkit.deploy.launch import Server
 
     art = artifact(run, precision)
     texts = [r.text for r in load_records(data)]
@@ -158,15 +158,15 @@ def bench_service(run: Path, data: str, requests_per_client: int, clients: list[
 
 def bench_clm(run: Path, max_docs: int, constrained: bool) -> dict:
     from toolkit.config import load_recipe
-    from toolkit.data import load_records
-    from toolkit.runs import load_system
+    from toolkit.data.records import load_records
+    from toolkit.infer import load_predictor
 
     recipe = load_recipe(run / "config.yaml")
     records = load_records(recipe.data.dev, max_docs)
     texts = [r.text for r in records]
     out: dict = {"documents": len(texts), "constrained": constrained}
     for name, path in (("pytorch", run), ("onnx_fp32", artifact(run, "fp32"))):
-        system = load_system(path)
+        system = load_predictor(path)
         system.predict(texts[:1], constrained=constrained)  # warm-up
         predictions = system.predict(texts, constrained=constrained)
         report = system.last_report

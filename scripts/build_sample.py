@@ -1,10 +1,10 @@
-"""Build the embedded sample (toolkit/sample/*.jsonl) from the project's own sentence templates.
+"""Build the embedded sample (toolkit/data/sample/*.jsonl) from the project's own sentence templates.
 
 Every sentence here was written for this project: no text is copied from any
 corpus. The output is deterministic (fixed seed); tests/test_sample.py checks the
 committed files equal what this script builds.
 
-    python scripts/build_sample.py
+    python scripts/build_sample.py [--out DIR]
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import random
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "toolkit" / "sample"
+OUT = Path(__file__).resolve().parent.parent / "toolkit" / "data" / "sample"
 
 COMPANIES = [
     "Harborview Analytics Ltd.", "Quillon Medical Devices Inc.", "Brightwater Logistics LLC", "Orchard Lane Software GmbH",
@@ -163,12 +163,17 @@ def clinical(rng: random.Random, rid: str) -> dict:
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Build the embedded sample (deterministic).")
+    parser.add_argument("--out", type=Path, default=OUT, help="Directory to write the four JSONL files (default: the package's sample folder).")
+    out = parser.parse_args().out
     rng = random.Random(20261130)
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     plan = {"contracts_train": (contract, 48), "contracts_dev": (contract, 16), "clinical_train": (clinical, 60), "clinical_dev": (clinical, 20)}
     for name, (make, count) in plan.items():
         prefix = name.replace("_", "-")
-        with (OUT / f"{name}.jsonl").open("w", encoding="utf-8") as handle:
+        with (out / f"{name}.jsonl").open("w", encoding="utf-8") as handle:
             for i in range(count):
                 handle.write(json.dumps(make(rng, f"{prefix}-{i:03d}"), ensure_ascii=False) + "\n")
 

@@ -1,8 +1,8 @@
 """BentoML entry point for `bentoml serve` / `bentoml build` from this folder.
 
-The service lives in the library (`toolkit.serving`) so that `toolkit serve`, the tests
+The service lives in the library (`toolkit.deploy.serving`) so that `toolkit serve`, the tests
 and this bento run one implementation. Settings come from environment variables;
 TOOLKIT_ARTIFACT names the artifact directory made by `toolkit export`.
 """
 
-from toolkit.serving import Extraction, ExtractionModel  # noqa: F401  (BentoML finds the services here)
+from toolkit.deploy.serving import Extraction, ExtractionModel  # noqa: F401  (BentoML finds the services here)

@@ -54,20 +54,20 @@ def tiny_llama(tmp_path_factory) -> Path:
 def tiny_mlm_run(tiny_bert, tmp_path_factory) -> Path:
     """A tiny multi-label tagger trained to F1 1.0 on five clinical sample documents (a few seconds)."""
     from toolkit.config import load_recipe
-    from toolkit.runs import execute
+    from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("tiny_mlm_run")
     recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
         f"model.name={tiny_bert}", f"output_dir={out}", "data.train=sample:clinical_train", "data.dev=sample:clinical_train",
         "data.max_train_docs=5", "data.max_dev_docs=5", "train.epochs=40", "train.learning_rate=3e-3", "train.batch_size=5",
         "train.warmup_ratio=0", "train.early_stopping_patience=null", "eval.bootstrap=0", "model.dropout.embedding=0"])
-    execute(recipe, out / "demo_mlm")
+    run_recipe(recipe, out / "demo_mlm")
     return out / "demo_mlm"
 
 
 @pytest.fixture(scope="session")
 def tiny_mlm_artifact(tiny_mlm_run, tmp_path_factory) -> Path:
-    from toolkit.export import export_run
+    from toolkit.deploy.export import export_run
 
     out = tmp_path_factory.mktemp("tiny_mlm_artifact") / "fp32"
     export_run(tiny_mlm_run, out, parity_docs=5)

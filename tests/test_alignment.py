@@ -5,11 +5,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit.alignment import IGNORE, flat_targets, multi_label_targets, representable, tag_names
-from toolkit.decoding import DecodeSettings, decode_documents
-from toolkit.schema import Span
-from toolkit.tokenization import load_tokenizer
-from toolkit.windows import make_windows
+from toolkit.data.schema import Span
+from toolkit.pretrained import load_tokenizer
+from toolkit.spans.alignment import IGNORE, flat_targets, multi_label_targets, representable
+from toolkit.spans.decoding import decode_documents
+from toolkit.spans.label_space import LabelSpace, flat_tags
+from toolkit.spans.windows import make_windows
 
 VOCAB = ["the", "patient", "was", "given", "metformin", "for", "type", "diabetes", "either", "party", "may", "terminate",
          "agreement", "notice", "days", "written", "heart", "failure", "warfarin", "stopped"]
@@ -53,12 +54,12 @@ def tok(tiny_tokenizer_dir):
 @given(documents(), st.booleans())
 def test_flat_round_trip_across_windows(tok, doc, label_all):
     text, spans = doc
-    tags = tag_names(LABELS)
+    tags = flat_tags(LABELS)
     ids = {t: i for i, t in enumerate(tags)}
     windows = make_windows(tok, [text], max_length=16, stride=4)
     logits = [one_hot(flat_targets(w.offsets, w.word_ids, spans, ids, label_all), len(tags)) for w in windows]
     decoded = decode_documents([text], [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits,
-                               DecodeSettings(tuple(LABELS), False, label_all))
+                               LabelSpace(tuple(LABELS), False, label_all))
     assert [(s.start, s.end, s.label) for s in decoded[0]] == [(s.start, s.end, s.label) for s in spans]
 
 
@@ -77,7 +78,7 @@ def test_multi_label_round_trip_keeps_cross_label_overlaps(tok, doc):
                 out[i, 3 * k + (0 if v == IGNORE else v)] = 10.0
         logits.append(out)
     decoded = decode_documents([text], [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits,
-                               DecodeSettings(tuple(LABELS), True, False))
+                               LabelSpace(tuple(LABELS), True, False))
     assert sorted((s.start, s.end, s.label) for s in decoded[0]) == sorted((s.start, s.end, s.label) for s in kept)
 
 

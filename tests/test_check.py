@@ -2,10 +2,9 @@ import json
 import subprocess
 import sys
 
-from toolkit.check import run_check
-from toolkit.corpus_stats import distribution
-from toolkit.sample import SAMPLE_FILES
-from toolkit.tokenization import TokenOffsets
+from toolkit.data.check import run_check
+from toolkit.data.sample import SAMPLE_FILES
+from toolkit.data.stats import TokenOffsets, distribution
 
 
 def write(path, records):

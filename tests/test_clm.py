@@ -4,20 +4,21 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from toolkit.clm_data import build_examples
-from toolkit.compare import System, summarize, table_rows
+
 from toolkit.config import load_recipe
-from toolkit.constrained import LineGrammar
-from toolkit.decoding import PredictedSpan
-from toolkit.metrics import score
-from toolkit.prompts import GeneratedLine as G
-from toolkit.prompts import build_prompt, build_target, parse_output
-from toolkit.recovery import recover_offsets
-from toolkit.runs import execute
-from toolkit.schema import Span, SpanRecord
-from toolkit.tokenization import load_tokenizer
+from toolkit.data.schema import Span, SpanRecord
+from toolkit.evaluate.compare import System, summarize, table_rows
+from toolkit.evaluate.metrics import score
+from toolkit.infer.constrained import LineGrammar
+from toolkit.infer.prompts import GeneratedLine as G
+from toolkit.infer.prompts import build_prompt, build_target, parse_output
+from toolkit.infer.recovery import recover_offsets
+from toolkit.data.sample import SAMPLE_DIR
+from toolkit.pretrained import load_tokenizer
+from toolkit.spans.decoding import PredictedSpan
+from toolkit.tasks import plan_recipe, run_recipe
+from toolkit.tasks.features import generation_examples
 
 WINDOW = "Aspirin helps. We stopped aspirin and  started warfarin;\naspirin again."
 
@@ -59,14 +60,14 @@ def test_constrained_decoding_never_emits_text_absent_from_the_window(tiny_llama
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from toolkit.generate import Generator
+    from toolkit.infer.generator import SpanGenerator
 
     tok = load_tokenizer(str(tiny_llama))
     torch.manual_seed(0)  # an initialisation that emits spans rather than only "none"
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tiny_llama))
     meta = {"labels": ["Chemical", "Disease"], "max_length": 64, "stride": 16, "max_new_tokens": 40, "batch_size": 4, "min_similarity": 101}
-    texts = [json.loads(line)["text"] for line in (REPO / "toolkit" / "sample" / "clinical_dev.jsonl").open()][:3]
-    gen = Generator(model, tok, meta)
+    texts = [json.loads(line)["text"] for line in (SAMPLE_DIR / "clinical_dev.jsonl").open()][:3]
+    gen = SpanGenerator(model, tok, meta)
     gen.predict(texts, constrained=True)
     report = gen.last_report
     assert report["hallucinated_spans"] == 0 and report["unknown_label_lines"] == 0 and report["malformed_lines"] == 0
@@ -76,7 +77,7 @@ def test_constrained_decoding_never_emits_text_absent_from_the_window(tiny_llama
 def test_copy_processor_masks_tokens_that_leave_the_window(tiny_llama):
     import torch
 
-    from toolkit.constrained import make_copy_processor
+    from toolkit.infer.constrained import make_copy_processor
 
     tok = load_tokenizer(str(tiny_llama))
     prompt = tok("Spans:\n", add_special_tokens=False, return_tensors="pt")["input_ids"]
@@ -94,7 +95,7 @@ def test_copy_processor_masks_tokens_that_leave_the_window(tiny_llama):
 def test_loss_covers_only_the_completion(tiny_llama):
     tok = load_tokenizer(str(tiny_llama))
     rec = SpanRecord(id="a", text="We stopped warfarin.", spans=[Span(start=11, end=19, label="Chemical")])
-    (ex,), report = build_examples(tok, [rec], ["Chemical"], 64, 16, chat_template=False)
+    (ex,), report = generation_examples(tok, [rec], ["Chemical"], 64, 16, chat_template=False)
     prompt_len = sum(1 for x in ex["labels"] if x == -100)
     assert ex["labels"][:prompt_len] == [-100] * prompt_len and -100 not in ex["labels"][prompt_len:]
     assert tok.decode(ex["input_ids"][:prompt_len]) == build_prompt(rec.text, ["Chemical"])
@@ -106,7 +107,7 @@ def test_spans_longer_than_a_window_are_reported(tiny_llama):
     tok = load_tokenizer(str(tiny_llama))
     text = " ".join(["the patient was given metformin"] * 20)
     rec = SpanRecord(id="a", text=text, spans=[Span(start=0, end=len(text), label="Chemical")])
-    _, report = build_examples(tok, [rec], ["Chemical"], 32, 8, chat_template=False)
+    _, report = generation_examples(tok, [rec], ["Chemical"], 32, 8, chat_template=False)
     assert report.windows > 1 and report.spans_not_representable == 1
 
 
@@ -117,15 +118,15 @@ CLM = ["data.train=sample:clinical_train", "data.dev=sample:clinical_train", "da
 
 def test_tiny_decoder_overfits_two_documents(tiny_llama, tmp_path):
     recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM])
-    result = execute(recipe, tmp_path / "demo_clm")
-    assert result["summary"]["span_f1"] == 1.0 and result["run"]["hallucinated_spans"] == 0
+    result = run_recipe(recipe, tmp_path / "demo_clm")
+    assert result.summary["span_f1"] == 1.0 and result.run["hallucinated_spans"] == 0
     assert (tmp_path / "demo_clm" / "model" / "toolkit.json").is_file()
     assert (tmp_path / "demo_clm" / "hallucinations.jsonl").is_file()
 
 
 def test_lora_clm_trains_adapters_only(tiny_llama, tmp_path):
     recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM, "model.lora.enabled=true"])
-    plan = execute(recipe, tmp_path / "x", dry_run=True)["plan"]
+    plan = plan_recipe(recipe)
     assert plan["trainable_parameters"] < plan["parameters"] / 5
 
 
@@ -134,8 +135,8 @@ def test_decoder_as_tagger_runs_through_the_mlm_code(tiny_llama, tmp_path):
         f"model.name={tiny_llama}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_train",
         "data.max_train_docs=5", "data.max_dev_docs=5", "train.epochs=40", "train.learning_rate=3e-3", "train.batch_size=5",
         "train.warmup_ratio=0", "model.multi_label=false", "model.dropout.embedding=0", "eval.bootstrap=10"])
-    result = execute(recipe, tmp_path / "demo_mlm")
-    assert result["summary"]["span_f1"] == 1.0
+    result = run_recipe(recipe, tmp_path / "demo_mlm")
+    assert result.summary["span_f1"] == 1.0
     from transformers import AutoConfig
 
     assert AutoConfig.from_pretrained(tmp_path / "demo_mlm" / "model").architectures == ["LlamaForTokenClassification"]
@@ -160,27 +161,27 @@ def test_compare_table_equals_the_scorer_on_fixed_predictions():
 
 
 def test_compare_reuses_saved_predictions(tiny_bert, tmp_path):
-    from toolkit.compare import compare
+    from toolkit.evaluate.compare import compare
 
     recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
         f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_dev",
         "data.max_train_docs=5", "train.epochs=2", "eval.bootstrap=10", "model.multi_label=false"])
-    result = execute(recipe, tmp_path / "demo_mlm")
+    result = run_recipe(recipe, tmp_path / "demo_mlm")
     fresh = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c1", bootstrap=10)
     reused = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c2", bootstrap=10, reuse=True)
     assert fresh["systems"]["demo_mlm"]["summary"] == reused["systems"]["demo_mlm"]["summary"]
-    assert reused["systems"]["demo_mlm"]["summary"]["span_f1"] == result["summary"]["span_f1"]
+    assert reused["systems"]["demo_mlm"]["summary"]["span_f1"] == result.summary["span_f1"]
 
 
 def test_eval_and_compare_apply_the_runs_label_map(tiny_bert, tmp_path):
-    from toolkit.compare import compare
-    from toolkit.runs import evaluate_run
+    from toolkit.evaluate.compare import compare
+    from toolkit.evaluate.evaluation import evaluate_run
 
     recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
         f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_dev",
         "data.max_train_docs=5", "train.epochs=1", "eval.bootstrap=10", "model.multi_label=false",
         "data.label_map={Chemical: Entity, Disease: Entity}"])
-    execute(recipe, tmp_path / "demo_mlm")
+    run_recipe(recipe, tmp_path / "demo_mlm")
     metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=0)
     assert metrics["counts"]["gold_spans"] > 0  # raw Chemical/Disease spans are mapped to the run's Entity label
     summary = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c", bootstrap=10, reuse=True)

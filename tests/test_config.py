@@ -1,8 +1,8 @@
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from toolkit.config import Recipe, load_recipe, recipe_from_dict, with_params
 from toolkit.errors import ConfigError
 

@@ -3,11 +3,12 @@
 import json
 
 import pytest
-
 from conftest import REPO
+
+from toolkit.deploy.export import ParityBudgets, export_run
+from toolkit.rundir import sha256_of, verify_artifact
 from toolkit.errors import ToolkitError
-from toolkit.export import ParityBudgets, export_run, sha256_of, verify_artifact
-from toolkit.runs import evaluate_run
+from toolkit.evaluate.evaluation import evaluate_run
 
 
 def _spans(path):
@@ -83,16 +84,17 @@ def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
     from test_clm import CLM
 
     from toolkit.config import load_recipe
-    from toolkit.runs import execute, load_system
+    from toolkit.infer import load_predictor
+    from toolkit.tasks import run_recipe
 
     recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM])
-    execute(recipe, tmp_path / "demo_clm")
+    run_recipe(recipe, tmp_path / "demo_clm")
     manifest = export_run(tmp_path / "demo_clm", tmp_path / "clm_art", parity_docs=2)
     assert manifest["task"] == "span_generation"
     assert manifest["parity"]["fp32"]["max_logit_diff"] < 1e-3
     assert manifest["parity"]["fp32"]["span_f1"] == manifest["parity"]["pytorch_span_f1"] == 1.0
-    generator = load_system(tmp_path / "clm_art")
-    from toolkit.data import load_records
+    generator = load_predictor(tmp_path / "clm_art")
+    from toolkit.data.records import load_records
 
     texts = [r.text for r in load_records("sample:clinical_train", 2)]
     # Constrained copy decoding runs on the ONNX decoder too: nothing unlocatable is generated.
@@ -106,13 +108,13 @@ def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
 
 def test_lora_run_exports_merged_with_parity(tiny_bert, tmp_path):
     from toolkit.config import load_recipe
-    from toolkit.runs import execute
+    from toolkit.tasks import run_recipe
 
     recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
         f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_train",
         "data.max_train_docs=5", "data.max_dev_docs=5", "train.epochs=20", "train.learning_rate=3e-3", "train.batch_size=5",
         "train.warmup_ratio=0", "eval.bootstrap=0", "model.lora.enabled=true", "model.lora.r=4"])
-    execute(recipe, tmp_path / "lora")
+    run_recipe(recipe, tmp_path / "lora")
     assert (tmp_path / "lora" / "model" / "adapter").is_dir()
     manifest = export_run(tmp_path / "lora", tmp_path / "lora_art", parity_docs=5)
     assert manifest["parity"]["fp32"]["max_logit_diff"] < 1e-3

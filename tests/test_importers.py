@@ -3,12 +3,12 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES
+
+from toolkit.data.importers import run_export, run_import
+from toolkit.data.sample import SAMPLE_FILES
 from toolkit.demo import span_keys
-from toolkit.importers import run_export, run_import
-from toolkit.sample import SAMPLE_FILES
-from toolkit.spans import flat_loss
+from toolkit.spans.overlaps import flat_loss
 
 
 def spans_of(rec):

@@ -1,7 +1,7 @@
 import pytest
 
-from toolkit.metrics import count_document, jaccard, score, word_set
-from toolkit.schema import Span
+from toolkit.data.schema import Span
+from toolkit.evaluate.metrics import count_document, jaccard, score, word_set
 
 TEXT = "The tenant shall pay rent monthly. Either party may terminate."
 

@@ -2,11 +2,10 @@ import pytest
 import torch
 
 from toolkit.config import DropoutConfig, ModelConfig
-from toolkit.decoding import DecodeSettings
 from toolkit.errors import ConfigError, ToolkitError
-from toolkit.features import LabelSpace
-from toolkit.modeling import apply_dropout, build_token_model
-from toolkit.train_token import _class_weights
+from toolkit.spans.label_space import LabelSpace
+from toolkit.tasks.models import apply_dropout, build_token_model
+from toolkit.tasks.token_classification import class_weights
 
 
 def test_dropout_knobs_reach_the_config():
@@ -24,8 +23,8 @@ def test_dropout_knobs_reach_the_config():
 
 
 def test_embedding_dropout_is_active_in_training_only(tiny_bert):
-    settings = DecodeSettings(("A",), False)
-    model, tok = build_token_model(ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(embedding=0.5, hidden=0.0, attention=0.0, classifier=0.0)), settings, 3)
+    space = LabelSpace(("A",), False)
+    model, tok = build_token_model(ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(embedding=0.5, hidden=0.0, attention=0.0, classifier=0.0)), space)
     batch = tok(["the patient was given metformin"], return_tensors="pt")
     model.train()
     a, b = model(**batch).logits, model(**batch).logits
@@ -33,7 +32,7 @@ def test_embedding_dropout_is_active_in_training_only(tiny_bert):
     model.eval()
     a, b = model(**batch).logits, model(**batch).logits
     assert torch.allclose(a, b)
-    model0, _ = build_token_model(ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(hidden=0.0, attention=0.0, classifier=0.0)), settings, 3)
+    model0, _ = build_token_model(ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(hidden=0.0, attention=0.0, classifier=0.0)), space)
     model0.train()
     assert torch.allclose(model0(**batch).logits, model0(**batch).logits)
 
@@ -41,25 +40,25 @@ def test_embedding_dropout_is_active_in_training_only(tiny_bert):
 def test_class_weights():
     space = LabelSpace(["A", "B"], False)  # tags O, B-A, I-A, B-B, I-B
     targets = [[0, 0, 0, 1, 2, -100], [0, 0, 3, 4, 0, 0]]
-    w = _class_weights("balanced", space, targets)
+    w = class_weights("balanced", space, targets)
     assert w[0] == pytest.approx(11 / (5 * 7)) and w[1] == pytest.approx(11 / 5)
-    assert _class_weights({"A": 3.0}, space, targets) == [1.0, 3.0, 3.0, 1.0, 1.0]
-    assert _class_weights("none", space, targets) is None
+    assert class_weights({"A": 3.0}, space, targets) == [1.0, 3.0, 3.0, 1.0, 1.0]
+    assert class_weights("none", space, targets) is None
     with pytest.raises(ToolkitError):
-        _class_weights({"C": 2.0}, space, targets)
+        class_weights({"C": 2.0}, space, targets)
 
 
 def test_class_weights_multi_label():
     space = LabelSpace(["A", "B"], True)  # outputs O-A, B-A, I-A, O-B, B-B, I-B
     targets = [[[0, 0], [1, 0], [2, 1], [0, 2]], [[0, 0], [-100, -100]]]
-    w = _class_weights("balanced", space, targets)
+    w = class_weights("balanced", space, targets)
     # layer A: O x3, B x1, I x1 (5 tokens); layer B: O x3, B x1, I x1
     assert w == pytest.approx([5 / 9, 5 / 3, 5 / 3, 5 / 9, 5 / 3, 5 / 3])
-    assert _class_weights({"B": 4.0, "O": 0.5}, space, targets) == [0.5, 1.0, 1.0, 0.5, 4.0, 4.0]
+    assert class_weights({"B": 4.0, "O": 0.5}, space, targets) == [0.5, 1.0, 1.0, 0.5, 4.0, 4.0]
 
 
 def test_weighted_multi_label_loss_matches_torch_weighted_cross_entropy():
-    from toolkit.train_token import _trainer_class
+    from toolkit.tasks.token_classification import _trainer_class
 
     torch.manual_seed(0)
     logits = torch.randn(2, 4, 6)  # batch 2, 4 tokens, 2 labels x O/B/I

@@ -3,14 +3,14 @@
 import json
 
 import pytest
-
 from conftest import REPO
 from tiny import sample_texts
+
 from toolkit.config import load_recipe, recipe_from_dict
+from toolkit.data.corpora import TextReport, pack_blocks, read_texts, split_blocks
 from toolkit.errors import ConfigError, DataError
-from toolkit.pretrain import make_blocks, masking_collator
-from toolkit.text_corpus import TextReport, pack_blocks, read_texts, split_blocks
-from toolkit.tokenization import load_tokenizer
+from toolkit.pretrained import load_tokenizer
+from toolkit.tasks.pretrain import make_blocks, masking_collator
 
 
 def pretrain_recipe(model, tmp_path, task="pretrain_mlm", **pretrain):
@@ -123,47 +123,47 @@ def _corpus(tmp_path):
 
 
 def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
-    from toolkit.runs import execute
+    from toolkit.tasks import run_recipe
 
     _corpus(tmp_path)
     recipe = pretrain_recipe(tiny_bert, tmp_path)
-    result = execute(recipe, tmp_path / "adapt")
-    assert result["after"]["loss"] < result["before"]["loss"] - 2.0  # about 6.3 -> 2.9
-    assert result["after"]["token_accuracy"] > result["before"]["token_accuracy"] + 0.06  # about 0.08 -> 0.20 on a repeated passage
+    result = run_recipe(recipe, tmp_path / "adapt")
+    assert result.metrics["after"]["loss"] < result.metrics["before"]["loss"] - 2.0  # about 6.3 -> 2.9
+    assert result.metrics["after"]["token_accuracy"] > result.metrics["before"]["token_accuracy"] + 0.06  # about 0.08 -> 0.20 on a repeated passage
     plan = json.loads((tmp_path / "adapt" / "data_report.json").read_text())
     assert plan["mlm_head_initialised_from_embeddings"] is True
     model_dir = tmp_path / "adapt" / "model"
     assert (model_dir / "model.safetensors").is_file() and (tmp_path / "adapt" / "report.md").is_file()
     # Re-scoring the saved model reproduces "after" (same blocks, same seeded masks); a fixed
     # held-out rate masks about twice the tokens at 30% as at 15%, so rates compare on equal masks.
-    from toolkit.pretrain import score_heldout
+    from toolkit.tasks.pretrain import score_heldout
 
     rescore = pretrain_recipe(model_dir, tmp_path)
-    assert score_heldout(rescore, tmp_path / "scratch") == pytest.approx(result["after"], rel=1e-4)
+    assert score_heldout(rescore, tmp_path / "scratch") == pytest.approx(result.metrics["after"], rel=1e-4)
     rescore.train.eval_batch_size = 3  # the loss is a per-token mean: batching does not change it
-    assert score_heldout(rescore, tmp_path / "scratch") == pytest.approx(result["after"], rel=1e-4)
+    assert score_heldout(rescore, tmp_path / "scratch") == pytest.approx(result.metrics["after"], rel=1e-4)
     at_30 = score_heldout(pretrain_recipe(model_dir, tmp_path, eval_mlm_probability=0.3), tmp_path / "scratch")
-    assert 1.6 < at_30["scored_tokens"] / result["after"]["scored_tokens"] < 2.4
+    assert 1.6 < at_30["scored_tokens"] / result.metrics["after"]["scored_tokens"] < 2.4
     # The adapted checkpoint is a normal model directory for a fine-tuning recipe.
     ft = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [f"model.name={model_dir}", f"output_dir={tmp_path}", "data.max_train_docs=3",
                                                          "data.max_dev_docs=2", "train.epochs=1", "eval.bootstrap=0"])
-    out = execute(ft, tmp_path / "ft")
-    assert out["run"]["optimizer_steps"] >= 1
+    out = run_recipe(ft, tmp_path / "ft")
+    assert out.run["optimizer_steps"] >= 1
 
 
 def test_tiny_clm_adapts(tiny_llama, tmp_path):
-    from toolkit.runs import execute
+    from toolkit.tasks import run_recipe
 
     _corpus(tmp_path)
     recipe = pretrain_recipe(tiny_llama, tmp_path, task="pretrain_clm")
-    result = execute(recipe, tmp_path / "adapt")
-    assert result["after"]["perplexity"] < result["before"]["perplexity"] / 2
+    result = run_recipe(recipe, tmp_path / "adapt")
+    assert result.metrics["after"]["perplexity"] < result.metrics["before"]["perplexity"] / 2
     assert (tmp_path / "adapt" / "model" / "model.safetensors").is_file()
 
 
 def test_a_pretrained_base_is_not_an_extractor(tiny_bert, tmp_path):
     from toolkit.errors import ToolkitError
-    from toolkit.runs import evaluate_run
+    from toolkit.evaluate.evaluation import evaluate_run
 
     meta_dir = tmp_path / "base" / "model"
     meta_dir.mkdir(parents=True)

@@ -1,10 +1,10 @@
 import json
 
 import pytest
+from conftest import REPO
 from pydantic import ValidationError
 
-from conftest import REPO
-from toolkit.schema import Span, SpanRecord, json_schemas
+from toolkit.data.schema import Span, SpanRecord, json_schemas
 
 
 def test_json_schema_files_match_models():

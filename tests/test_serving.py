@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from toolkit.data import load_records
-from toolkit.launch import Server
-from toolkit.runs import evaluate_run
+from toolkit.data.records import load_records
+from toolkit.deploy.launch import Server
+from toolkit.evaluate.evaluation import evaluate_run
 
 KEY = "test-key-123"
 AUTH = {"X-API-Key": KEY}

@@ -19,7 +19,7 @@ import json
 
 import pytest
 
-from toolkit.importers import run_import
+from toolkit.data.importers import run_import
 
 pytestmark = pytest.mark.shared_data
 

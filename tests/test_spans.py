@@ -3,8 +3,8 @@ from itertools import combinations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolkit.schema import Span
-from toolkit.spans import flat_loss, max_disjoint, overlap_counts, overlap_kind, overlapping_pairs, per_label_loss, split_offsets
+from toolkit.data.schema import Span
+from toolkit.spans.overlaps import flat_loss, max_disjoint, overlap_counts, overlap_kind, overlapping_pairs, per_label_loss, split_offsets
 
 
 def S(a, b, label="A"):

@@ -1,8 +1,9 @@
 import csv
 
 from conftest import REPO
+
 from toolkit.config import load_recipe
-from toolkit.sweep import grid_points, run_sweep
+from toolkit.tasks.sweep import grid_points, run_sweep
 
 BASE = [
     "data.train=sample:clinical_train", "data.dev=sample:clinical_dev", "data.max_train_docs=5", "data.max_dev_docs=5",

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolkit.tagging import decode_tags, encode_tags, guess_scheme
+from toolkit.spans.tagging import decode_tags, encode_tags, guess_scheme
 
 
 def test_iob2_and_iob1_decode():

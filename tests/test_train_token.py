@@ -5,10 +5,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from toolkit.config import load_recipe
-from toolkit.runs import evaluate_run, execute
+from toolkit.evaluate.evaluation import evaluate_run
+from toolkit.tasks import plan_recipe, run_recipe
 
 BASE = [
     "data.train=sample:clinical_train", "data.dev=sample:clinical_train", "data.max_train_docs=5", "data.max_dev_docs=5",
@@ -25,9 +26,9 @@ def recipe(tiny_bert, tmp_path, *extra):
 def test_tiny_model_overfits_five_documents(tiny_bert, tmp_path, multi_label):
     cfg = recipe(tiny_bert, tmp_path, f"model.multi_label={str(multi_label).lower()}")
     run_dir = tmp_path / "demo_mlm"
-    result = execute(cfg, run_dir)
-    assert result["summary"]["span_f1"] == 1.0
-    assert result["summary"]["boundary_both_recall"] == 1.0
+    result = run_recipe(cfg, run_dir)
+    assert result.summary["span_f1"] == 1.0
+    assert result.summary["boundary_both_recall"] == 1.0
     for name in ("config.yaml", "metrics.json", "report.md", "predictions.jsonl", "train_log.jsonl", "data_report.json", "model/toolkit.json"):
         assert (run_dir / name).is_file(), name
     saved = load_recipe(run_dir / "config.yaml")
@@ -42,30 +43,29 @@ def test_tiny_model_overfits_five_documents(tiny_bert, tmp_path, multi_label):
 
 def test_eval_reproduces_run_scores(tiny_bert, tmp_path):
     cfg = recipe(tiny_bert, tmp_path, "data.max_dev_docs=null", "data.dev=sample:clinical_dev", "train.epochs=10")
-    result = execute(cfg, tmp_path / "demo_mlm")
+    result = run_recipe(cfg, tmp_path / "demo_mlm")
     metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=cfg.eval.bootstrap)
-    assert metrics["summary"] == result["summary"]
+    assert metrics["summary"] == result.summary
 
 
 def test_resume_after_a_crash(tiny_bert, tmp_path):
     cfg = recipe(tiny_bert, tmp_path, "train.max_steps=4", "train.eval_every=2", "train.save_total_limit=5", "train.batch_size=1")
     run_dir = tmp_path / "demo_mlm"
-    execute(cfg, run_dir)
+    run_recipe(cfg, run_dir)
     for name in ("metrics.json", "model"):
         p = run_dir / name
         subprocess.run(["rm", "-rf", str(p)], check=True)  # as if the process died after checkpoint-4
     cfg = recipe(tiny_bert, tmp_path, "train.max_steps=6", "train.eval_every=2", "train.save_total_limit=5", "train.batch_size=1")
-    result = execute(cfg, run_dir)
-    assert result["run"]["resumed_from_checkpoint"] == "checkpoint-4"
-    assert result["run"]["optimizer_steps"] == 6
+    result = run_recipe(cfg, run_dir)
+    assert result.run["resumed_from_checkpoint"] == "checkpoint-4"
+    assert result.run["optimizer_steps"] == 6
 
 
 def test_lora_trains_few_parameters_and_saves_a_merged_model(tiny_bert, tmp_path):
     cfg = recipe(tiny_bert, tmp_path, "model.lora.enabled=true", "model.lora.target_modules=[query,value]", "model.lora.r=4", "train.epochs=2")
-    result = execute(cfg, tmp_path / "demo_mlm", dry_run=True)
-    plan = result["plan"]
+    plan = plan_recipe(cfg)
     assert plan["trainable_parameters"] < plan["parameters"] / 5
-    result = execute(cfg, tmp_path / "demo_mlm")
+    result = run_recipe(cfg, tmp_path / "demo_mlm")
     assert (tmp_path / "demo_mlm" / "model" / "adapter" / "adapter_config.json").is_file()
     assert not any(p.name.startswith("adapter_model") for p in (tmp_path / "demo_mlm" / "model").iterdir())
     metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_train", tmp_path / "e", bootstrap=0)

@@ -2,9 +2,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES
-from toolkit.validation import ValidationSummary, check_record, collect, validate_files
+
+from toolkit.data.validation import ValidationSummary, check_record, collect, validate_files
 
 BROKEN = FIXTURES / "broken"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolkit.sample import SAMPLE_FILES
+from toolkit.data.sample import SAMPLE_FILES
 
 
 def sample_texts() -> list[str]:

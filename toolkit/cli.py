@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -27,18 +27,18 @@ err_console = Console(stderr=True)
 @app.command()
 def check(
     files: Annotated[list[Path], typer.Argument(help="Span JSONL files (e.g. train.jsonl dev.jsonl: leakage between them is checked).")],
-    labels: Annotated[Optional[str], typer.Option(help="Allowed labels: 'A,B,C' or a file with one label a line.")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option(help="Fast tokenizer (hub id or path) for token statistics. Default: the default encoder.")] = None,
+    labels: Annotated[str | None, typer.Option(help="Allowed labels: 'A,B,C' or a file with one label a line.")] = None,
+    tokenizer: Annotated[str | None, typer.Option(help="Fast tokenizer (hub id or path) for token statistics. Default: the default encoder.")] = None,
     no_tokenizer: Annotated[bool, typer.Option("--no-tokenizer", help="Skip token statistics.")] = False,
-    max_length: Annotated[Optional[int], typer.Option(help="Model max length in tokens (default: the tokenizer's).")] = None,
+    max_length: Annotated[int | None, typer.Option(help="Model max length in tokens (default: the tokenizer's).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (every problem included).")] = False,
     strict: Annotated[bool, typer.Option(help="Exit 1 on warnings too.")] = False,
     max_problems: Annotated[int, typer.Option(help="Problems listed in the text report.")] = 100,
 ) -> None:
     """Validate span files and describe them. Exit 0 when clean, 1 when problems are found."""
-    from toolkit.check import render_check, run_check
-    from toolkit.labels import parse_label_set
-    from toolkit.models import default_encoder
+    from toolkit.data.check import render_check, run_check
+    from toolkit.data.label_sets import parse_label_set
+    from toolkit.pretrained import default_encoder
 
     tok = None if no_tokenizer else (tokenizer or default_encoder())
     result = run_check(files, parse_label_set(labels), tok, max_length)
@@ -49,7 +49,7 @@ def check(
     raise typer.Exit(result.exit_code(strict))
 
 
-def _print_log(log, out: Optional[Path], as_json: bool) -> None:
+def _print_log(log, out: Path | None, as_json: bool) -> None:
     summary = log.summary()
     if as_json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
@@ -75,18 +75,18 @@ def import_(
     fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="conll | brat | pubtator | cuad | labelstudio | docbin | jsonl")],
     sources: Annotated[list[Path], typer.Argument(help="Source files or directories (cuad: master_clauses.csv then the .txt directory).")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output span JSONL.")],
-    scheme: Annotated[Optional[str], typer.Option(help="conll: auto | iob1 | iob2 | bioes | bilou.")] = None,
-    discontinuous: Annotated[Optional[str], typer.Option(help="brat: report (leave out, listed) | split (one span per fragment).")] = None,
-    text_key: Annotated[Optional[str], typer.Option(help="labelstudio: the task data field holding the text.")] = None,
-    spans_key: Annotated[Optional[str], typer.Option(help="docbin: read only doc.spans[KEY] (and doc.ents).")] = None,
-    map_label: Annotated[Optional[list[str]], typer.Option(help="OLD=NEW, repeatable; OLD= drops the label.")] = None,
-    holdout: Annotated[Optional[list[Path]], typer.Option(help="Files of another split: documents also there are left out (leakage).")] = None,
-    report: Annotated[Optional[Path], typer.Option(help="Write the full import report (every problem) as JSON.")] = None,
+    scheme: Annotated[str | None, typer.Option(help="conll: auto | iob1 | iob2 | bioes | bilou.")] = None,
+    discontinuous: Annotated[str | None, typer.Option(help="brat: report (leave out, listed) | split (one span per fragment).")] = None,
+    text_key: Annotated[str | None, typer.Option(help="labelstudio: the task data field holding the text.")] = None,
+    spans_key: Annotated[str | None, typer.Option(help="docbin: read only doc.spans[KEY] (and doc.ents).")] = None,
+    map_label: Annotated[list[str] | None, typer.Option(help="OLD=NEW, repeatable; OLD= drops the label.")] = None,
+    holdout: Annotated[list[Path] | None, typer.Option(help="Files of another split: documents also there are left out (leakage).")] = None,
+    report: Annotated[Path | None, typer.Option(help="Write the full import report (every problem) as JSON.")] = None,
     strict: Annotated[bool, typer.Option(help="Exit 1 when anything was left out or reported.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Convert annotations to span JSONL. Everything left out is counted and listed."""
-    from toolkit.importers import parse_label_map, run_import
+    from toolkit.data.importers import parse_label_map, run_import
 
     options = {"scheme": scheme, "discontinuous": discontinuous, "text_key": text_key, "spans_key": spans_key}
     _, log = run_import(fmt, sources, out, options, parse_label_map(map_label or []), holdout)
@@ -102,12 +102,12 @@ def export_data(
     fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="conll | brat | pubtator | labelstudio | docbin")],
     files: Annotated[list[Path], typer.Argument(help="Span JSONL files.")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output file (brat: a directory).")],
-    scheme: Annotated[Optional[str], typer.Option(help="conll: iob1 | iob2 | bioes | bilou (default iob2).")] = None,
-    spans_key: Annotated[Optional[str], typer.Option(help="docbin: the doc.spans key (default sc).")] = None,
+    scheme: Annotated[str | None, typer.Option(help="conll: iob1 | iob2 | bioes | bilou (default iob2).")] = None,
+    spans_key: Annotated[str | None, typer.Option(help="docbin: the doc.spans key (default sc).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Write span JSONL in another format; what the format cannot hold is reported."""
-    from toolkit.importers import run_export, run_import
+    from toolkit.data.importers import run_export, run_import
 
     records, read_log = run_import("jsonl", files, None)
     if read_log.documents_dropped or read_log.spans_dropped:
@@ -122,39 +122,35 @@ def export_data(
 @app.command()
 def run(
     recipe: Annotated[Path, typer.Argument(help="Recipe YAML (recipes/*.yaml).")],
-    overrides: Annotated[Optional[list[str]], typer.Argument(help="key=value overrides, e.g. train.learning_rate=2e-5")] = None,
+    overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides, e.g. train.learning_rate=2e-5")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate the recipe and data, show the plan, train nothing.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished run of the same name.")] = False,
 ) -> None:
     """Run a recipe: one training run, or a sweep when the recipe has a `sweep:` block."""
     from toolkit.config import load_recipe
-    from toolkit.reporting import score_table
-    from toolkit.runs import execute, prepare_run_dir, run_dir_for
+    from toolkit.rundir import prepare_run_dir, run_dir_for
+    from toolkit.tasks import flow_for, plan_recipe, run_recipe
 
     cfg = load_recipe(recipe, overrides or [])
     if cfg.sweep is not None:
-        from toolkit.sweep import run_sweep
+        from toolkit.tasks.sweep import run_sweep
 
         summary = run_sweep(cfg, dry_run=dry_run, overwrite=overwrite)
         console.print(summary)
         return
+    if dry_run:
+        print(json.dumps(plan_recipe(cfg), indent=2))
+        return
     run_dir = run_dir_for(cfg)
-    if not dry_run:
-        prepare_run_dir(run_dir, overwrite)
-    result = execute(cfg, run_dir, dry_run)
+    prepare_run_dir(run_dir, overwrite)
+    result = run_recipe(cfg, run_dir)
     if result is None:
         import os
 
         console.print(f"rank {os.environ.get('RANK')}/{os.environ.get('WORLD_SIZE')}: finished; rank 0 writes {run_dir}")
         return
-    if dry_run:
-        print(json.dumps(result["plan"], indent=2))
-        return
-    if cfg.task.startswith("pretrain"):
-        console.print((run_dir / "report.md").read_text(encoding="utf-8"))
-    else:
-        console.print(score_table(f"{cfg.name} (run directory: {run_dir})", result))
-    run_info = result["run"]
+    console.print(flow_for(cfg.task).summary(cfg, result))
+    run_info = result.run
     console.print(f"train {run_info['train_seconds']} s, {run_info['train_tokens_per_second']} tokens/s, peak RSS {run_info['peak_rss_mib']} MiB")
 
 
@@ -162,11 +158,11 @@ def run(
 def eval_(
     run_path: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory made by `toolkit run`.")],
     data: Annotated[str, typer.Option(help="Span JSONL to score on (or sample:NAME).")],
-    out: Annotated[Optional[Path], typer.Option(help="Output directory (default RUN/eval/<data name>).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default RUN/eval/<data name>).")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs.")] = 1000,
 ) -> None:
     """Score a trained run on any span file with the toolkit's one scorer."""
-    from toolkit.runs import evaluate_run, summary_line
+    from toolkit.evaluate.evaluation import evaluate_run, summary_line
 
     metrics, where = evaluate_run(run_path, data, out, bootstrap)
     console.print(summary_line(metrics))
@@ -179,14 +175,16 @@ def compare_(
     data: Annotated[str, typer.Option(help="Span JSONL every system is scored on (or sample:NAME).")],
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/compare"),
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for CIs and the paired test.")] = 1000,
-    tolerance: Annotated[Optional[list[int]], typer.Option(help="k for boundary recall within +/-k words (repeatable).")] = None,
-    max_docs: Annotated[Optional[int], typer.Option(help="Score the first N documents only (CLM generation is slow on CPU).")] = None,
+    tolerance: Annotated[list[int] | None, typer.Option(help="k for boundary recall within +/-k words (repeatable).")] = None,
+    max_docs: Annotated[int | None, typer.Option(help="Score the first N documents only (CLM generation is slow on CPU).")] = None,
     reuse_predictions: Annotated[bool, typer.Option(help="Use a run's saved dev predictions when they cover these documents (no new inference).")] = False,
 ) -> None:
     """Compare systems (e.g. MLM vs CLM) on the same documents with the one scorer."""
-    from toolkit.compare import compare, table_rows
+    from toolkit.evaluate.compare import compare, table_rows
+    from toolkit.tasks import ensure_run
 
-    summary = compare(systems, data, out, bootstrap, tolerance or [1, 3], max_docs=max_docs, reuse=reuse_predictions)
+    # Recipes are trained first when their run is missing.
+    summary = compare([ensure_run(s) for s in systems], data, out, bootstrap, tolerance or [1, 3], max_docs=max_docs, reuse=reuse_predictions)
     header, rows = table_rows(summary, tolerance or [1, 3])
     table = Table(*header, title=f"compare on {data}")
     for r in rows:
@@ -199,15 +197,15 @@ def compare_(
 def export_(
     run_path: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory made by `toolkit run`.")],
     out: Annotated[Path, typer.Option(help="Artifact directory to create.")],
-    quantize: Annotated[Optional[str], typer.Option(help="int8: dynamic per-channel weight quantization.")] = None,
-    data: Annotated[Optional[str], typer.Option(help="Labeled documents for the parity check (default: the run's dev file).")] = None,
+    quantize: Annotated[str | None, typer.Option(help="int8: dynamic per-channel weight quantization.")] = None,
+    data: Annotated[str | None, typer.Option(help="Labeled documents for the parity check (default: the run's dev file).")] = None,
     parity_docs: Annotated[int, typer.Option(help="Documents in the parity sample (the first N); an F1 budget needs enough spans to be stable.")] = 64,
     max_logit_diff: Annotated[float, typer.Option(help="fp32 budget: largest absolute logit difference from PyTorch.")] = 1e-3,
     max_f1_drop: Annotated[float, typer.Option(help="Budget for the span-F1 drop from PyTorch (0.01 = one point), fp32 and int8.")] = 0.01,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing artifact directory.")] = False,
 ) -> None:
     """Export a run to a self-contained ONNX artifact; fails, writing nothing, when parity budgets are exceeded."""
-    from toolkit.export import ParityBudgets, export_run
+    from toolkit.deploy.export import ParityBudgets, export_run
 
     if quantize not in (None, "int8"):
         raise ToolkitError(f"--quantize {quantize!r} is not supported", fix="use --quantize int8, or leave it out for fp32")
@@ -229,17 +227,17 @@ def serve(
     max_latency_ms: Annotated[int, typer.Option(help="Adaptive batching: latency budget per request.")] = 2000,
 ) -> None:
     """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics)."""
-    from toolkit.launch import serve_artifact
+    from toolkit.deploy.launch import serve_artifact
 
     serve_artifact(artifact, host, port, max_batch_size, max_latency_ms)
 
 
 @app.command()
 def schema(
-    write: Annotated[Optional[Path], typer.Option(help="Write the JSON Schema files into this directory.")] = None,
+    write: Annotated[Path | None, typer.Option(help="Write the JSON Schema files into this directory.")] = None,
 ) -> None:
     """Print (or write) the JSON Schema of the span record."""
-    from toolkit.schema import json_schemas, write_json_schemas
+    from toolkit.data.schema import json_schemas, write_json_schemas
 
     if write:
         for path in write_json_schemas(write):
@@ -250,7 +248,7 @@ def schema(
 
 @app.command()
 def demo(
-    overrides: Annotated[Optional[list[str]], typer.Argument(help="key=value overrides for the demo recipe.")] = None,
+    overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides for the demo recipe.")] = None,
     workdir: Annotated[Path, typer.Option(help="Where the demo writes its outputs.")] = Path("runs/demo"),
 ) -> None:
     """The main job on the embedded sample: check the data, round-trip it through every format, train demo_mlm and score it."""

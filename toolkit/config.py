@@ -59,7 +59,7 @@ class ModelConfig(_Strict):
     quantization: Literal["none", "4bit"] = Field(default="none", description="4bit: QLoRA (span_generation with LoRA; needs CUDA and bitsandbytes).")
 
     @model_validator(mode="after")
-    def _stride_fits(self) -> "ModelConfig":
+    def _stride_fits(self) -> ModelConfig:
         if self.stride >= self.max_length // 2:
             raise ValueError(f"stride {self.stride} must be under half of max_length {self.max_length}")
         return self
@@ -113,7 +113,7 @@ class PretrainConfig(_Strict):
         description="Selection rate of the held-out masks (default: mlm_probability). Fix it (e.g. 0.15) to compare runs trained at different rates on the same masks.")
 
     @model_validator(mode="after")
-    def _rates(self) -> "PretrainConfig":
+    def _rates(self) -> PretrainConfig:
         if self.mask_replace_prob + self.random_replace_prob > 1:
             raise ValueError("mask_replace_prob + random_replace_prob must not exceed 1 (the rest stay unchanged)")
         if self.whole_word_mask and (self.mask_replace_prob != 1 or self.random_replace_prob != 0):
@@ -141,7 +141,7 @@ class SweepConfig(_Strict):
     metric: str = Field(default="span_f1", description="Dev metric to maximise (a key of metrics.json 'summary').")
 
     @model_validator(mode="after")
-    def _check(self) -> "SweepConfig":
+    def _check(self) -> SweepConfig:
         if self.method == "optuna" and self.n_trials is None:
             raise ValueError("method: optuna needs n_trials")
         if self.method == "grid":
@@ -173,7 +173,7 @@ class Recipe(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _task_options(self) -> "Recipe":
+    def _task_options(self) -> Recipe:
         if self.task != "token_classification":
             if self.model.multi_label or self.model.label_all_subtokens:
                 raise ValueError("model.multi_label and model.label_all_subtokens apply to token_classification only")
@@ -184,7 +184,7 @@ class Recipe(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _sweep_keys_exist(self) -> "Recipe":
+    def _sweep_keys_exist(self) -> Recipe:
         if self.sweep is not None:
             data = self.model_dump()
             for key in self.sweep.params:

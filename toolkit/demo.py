@@ -22,11 +22,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from toolkit.check import render_check, run_check
-from toolkit.importers import EXPORT_FORMATS, run_export, run_import
-from toolkit.models import default_encoder
-from toolkit.sample import SAMPLE_FILES
-from toolkit.schema import SpanRecord
+from toolkit.data.check import render_check, run_check
+from toolkit.data.importers import EXPORT_FORMATS, run_export, run_import
+from toolkit.data.sample import SAMPLE_FILES
+from toolkit.data.schema import SpanRecord
+from toolkit.pretrained import default_encoder
 
 
 def span_keys(rec: SpanRecord, ignore_whitespace: bool) -> Counter:
@@ -84,25 +84,26 @@ def split_overrides(overrides: list[str]) -> dict[str, list[str]]:
 
 def train_demo(recipe_name: str, workdir: Path, console: Console, overrides: list[str]) -> Path:
     from toolkit.config import load_recipe
-    from toolkit.reporting import score_table
-    from toolkit.runs import execute, prepare_run_dir
+    from toolkit.evaluate.reporting import score_table
+    from toolkit.rundir import prepare_run_dir
+    from toolkit.tasks import run_recipe
 
     recipe = load_recipe(RECIPES / f"{recipe_name}.yaml", [f"output_dir={workdir}", *overrides])
     run_dir = workdir / recipe.name
     console.rule(f"[bold]Training {recipe.name} ({recipe.task}): {recipe.model.name} on {recipe.data.train}")
     prepare_run_dir(run_dir, overwrite=True)
-    result = execute(recipe, run_dir)
-    console.print(score_table(f"{recipe.name} on {recipe.data.dev} (the sample is small and regular: expect high scores)", result))
-    info = result["run"]
+    result = run_recipe(recipe, run_dir)
+    console.print(score_table(f"{recipe.name} on {recipe.data.dev} (the sample is small and regular: expect high scores)", result.metrics))
+    info = result.run
     console.print(f"Training: {info['train_seconds']} s, {info['train_tokens_per_second']} tokens/s, peak RSS {info['peak_rss_mib']} MiB. Run directory: {run_dir}")
     return run_dir
 
 
 def compare_demo(runs: list[Path], workdir: Path, console: Console) -> None:
-    from toolkit.compare import compare, table_rows
+    from toolkit.evaluate.compare import compare, table_rows
 
     console.rule("[bold]MLM vs CLM on the same dev documents")
-    summary = compare([str(r) for r in runs], "sample:contracts_dev", workdir / "compare", bootstrap=1000)
+    summary = compare(runs, "sample:contracts_dev", workdir / "compare", bootstrap=1000)
     header, rows = table_rows(summary, [1, 3])
     keep = ["system", "task", "span_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall", "jaccard_recall",
             "span_precision", "hallucination_rate", "seconds/doc"]
@@ -126,8 +127,8 @@ def serve_demo(run: Path, workdir: Path, console: Console) -> None:
     import json
     import socket
 
-    from toolkit.export import export_run
-    from toolkit.launch import Server
+    from toolkit.deploy.export import export_run
+    from toolkit.deploy.launch import Server
 
     console.rule("[bold]Export to ONNX (int8) and serve with BentoML")
     artifact = workdir / "artifacts" / f"{run.name}-int8"

@@ -1,0 +1,69 @@
+"""Writing a run's outputs: metrics.json, predictions.jsonl and a short Markdown report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from toolkit.data.jsonl import write_jsonl
+from toolkit.data.schema import SpanRecord
+from toolkit.spans.decoding import PredictedSpan
+
+HEADLINE = [
+    ("span_precision", "span precision (exact)"),
+    ("span_recall", "span recall (exact)"),
+    ("span_f1", "span F1 (exact)"),
+    ("span_macro_f1", "span macro F1"),
+    ("seqeval_f1", "seqeval strict IOB2 F1"),
+    ("jaccard_recall", "Jaccard >= {t} recall"),
+    ("jaccard_f1", "Jaccard >= {t} F1"),
+    ("boundary_start_recall", "boundary recall: start exact"),
+    ("boundary_end_recall", "boundary recall: end exact"),
+    ("boundary_both_recall", "boundary recall: both exact"),
+]
+
+
+def write_predictions(path: Path, records: Sequence[SpanRecord], predictions: Sequence[Sequence[PredictedSpan]]) -> None:
+    write_jsonl(path, ({"id": r.id, "spans": [p.to_dict(r.text) for p in preds]} for r, preds in zip(records, predictions)))
+
+
+def markdown_report(title: str, metrics: dict, extra: dict | None = None) -> str:
+    s, ci = metrics["summary"], metrics.get("ci95", {})
+    t = metrics["settings"]
+    lines = [f"# {title}", "", f"{metrics['counts']['documents']} documents, {metrics['counts']['gold_spans']} gold spans, "
+             f"{metrics['counts']['predicted_spans']} predicted. 95% CIs: bootstrap over documents ({t['bootstrap']} resamples).", "",
+             "| metric | value | 95% CI |", "|---|---|---|"]
+    rows = list(HEADLINE) + [(f"boundary_both_within_{k}_recall", f"boundary recall: both within +/-{k} words") for k in t["boundary_tolerance_words"]]
+    for key, name in rows:
+        if key in s:
+            lo_hi = ci.get(key)
+            interval = f"{lo_hi[0]:.4f} - {lo_hi[1]:.4f}" if lo_hi else ""
+            lines.append(f"| {name.format(t=t['jaccard_threshold'])} | {s[key]:.4f} | {interval} |")
+    lines += ["", "## Per label", "", "| label | support | predicted | P | R | F1 | Jaccard R |", "|---|---|---|---|---|---|---|"]
+    for lb, v in metrics["per_label"].items():
+        lines.append(f"| {lb} | {v['support']} | {v['predicted']} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} | {v['jaccard_recall']:.3f} |")
+    lines += ["", "## Recall by gold span length (words)", "", "| words | gold | recall (exact) | recall (Jaccard) |", "|---|---|---|---|"]
+    for b in metrics["length_buckets"]:
+        lines.append(f"| {b['words']} | {b['gold']} | {b['recall']:.3f} | {b['jaccard_recall']:.3f} |")
+    if extra:
+        lines += ["", "## Run", ""] + [f"- {k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_metrics(directory: Path, metrics: dict, title: str, extra: dict | None = None) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "metrics.json").write_text(json.dumps({**metrics, **({"run": extra} if extra else {})}, indent=2), encoding="utf-8")
+    (directory / "report.md").write_text(markdown_report(title, metrics, extra), encoding="utf-8")
+
+
+def score_table(title: str, metrics: dict):
+    """The headline dev metrics with their 95% CIs, as a rich table (CLI and demo)."""
+    from rich.table import Table
+
+    table = Table("metric", "dev", "95% CI", title=title)
+    t = metrics["settings"]["jaccard_threshold"]
+    for key, name in HEADLINE:
+        ci = metrics["ci95"].get(key)
+        table.add_row(name.format(t=t), f"{metrics['summary'][key]:.4f}", f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "")
+    return table

@@ -1,0 +1,32 @@
+"""Loading a saved model for inference: PyTorch from a run's model/ folder, ONNX Runtime from an artifact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolkit.pretrained import load_tokenizer
+from toolkit.rundir import ONNX_FILE, Run, open_run
+
+
+def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) -> tuple:
+    """(model, tokenizer, meta, device) of a saved run or exported artifact.
+
+    `auto_class` names a transformers Auto class; an ONNX artifact loads as optimum's
+    ORTModel of the same kind, which shares the transformers call and generate API.
+    """
+    import torch
+
+    run = run if isinstance(run, Run) else open_run(run)
+    directory, meta = run.model_dir, run.meta
+    if run.is_artifact:
+        import optimum.onnxruntime as ort_models
+
+        ort_class = {"AutoModelForTokenClassification": "ORTModelForTokenClassification", "AutoModelForCausalLM": "ORTModelForCausalLM"}[auto_class]
+        # The ONNX graph is the model here: read its own config, never re-export.
+        model = getattr(ort_models, ort_class).from_pretrained(directory, file_name=ONNX_FILE, provider="CPUExecutionProvider")
+        return model, load_tokenizer(str(directory)), meta, "cpu"
+    import transformers
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = getattr(transformers, auto_class).from_pretrained(directory).to(device)
+    return model, load_tokenizer(str(directory)), meta, device

@@ -1,0 +1,73 @@
+"""token_classification inference: windows -> model -> stitched, decoded spans.
+
+`toolkit eval`, the end-of-training evaluation and the serving endpoint all call
+`Tagger.predict`, so the spans served are the spans scored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.infer.backend import load_model_dir
+from toolkit.rundir import Run
+from toolkit.spans.decoding import PredictedSpan, decode_documents
+from toolkit.spans.label_space import LabelSpace
+from toolkit.spans.windows import Window, make_windows
+
+
+class Tagger:
+    """A trained token-classification model with its windowing and decoding settings."""
+
+    def __init__(self, model, tokenizer, meta: dict, device: str = "cpu"):
+        # A torch module, or optimum's ORTModel (an exported artifact): both take the same call.
+        self.model = model.eval() if hasattr(model, "eval") else model
+        self.tokenizer = tokenizer
+        self.meta = meta
+        self.space = LabelSpace.from_meta(meta)
+        self.device = device
+        self.last_report: dict = {}
+
+    @classmethod
+    def load(cls, run: Run | Path, device: str | None = None) -> Tagger:
+        return cls(*load_model_dir(run, "AutoModelForTokenClassification", device))
+
+    def windows(self, texts: Sequence[str]) -> list[Window]:
+        return make_windows(self.tokenizer, texts, self.meta["max_length"], self.meta["stride"])
+
+    def logits(self, windows: Sequence[Window], batch_size: int = 16) -> list[np.ndarray]:
+        """Per-window logits [tokens, outputs]; windows are batched by length to limit padding."""
+        import torch
+
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))
+        out: list[np.ndarray | None] = [None] * len(windows)
+        pad = self.tokenizer.pad_token_id or 0
+        with torch.inference_mode():
+            for lo in range(0, len(order), batch_size):
+                idx = order[lo : lo + batch_size]
+                width = max(len(windows[i].input_ids) for i in idx)
+                ids = torch.full((len(idx), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(idx), width), dtype=torch.long)
+                for row, i in enumerate(idx):
+                    n = len(windows[i].input_ids)
+                    ids[row, :n] = torch.tensor(windows[i].input_ids)
+                    mask[row, :n] = 1
+                # ORTModel answers torch inputs with torch tensors, like the PyTorch model.
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float().cpu().numpy()
+                for row, i in enumerate(idx):
+                    out[i] = logits[row, : len(windows[i].input_ids)]
+        return out  # type: ignore[return-value]
+
+    def decode(self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]) -> list[list[PredictedSpan]]:
+        """Per-window logits -> stitched character spans per document."""
+        return decode_documents(texts, [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], list(logits), self.space)
+
+    def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
+        start = time.perf_counter()
+        windows = self.windows(texts)
+        spans = self.decode(texts, windows, self.logits(windows, batch_size))
+        self.last_report = {"seconds": time.perf_counter() - start, "windows": len(windows), "tokens": sum(len(w.input_ids) for w in windows)}
+        return spans

@@ -1,0 +1,185 @@
+"""The on-disk contract of a trained run and of an exported artifact. Everything that reads or
+writes one goes through here.
+
+A run directory (`<output_dir>/<name>/`, made by `toolkit run`):
+
+    config.yaml          the resolved recipe (its data.label_map is the run's label map)
+    data_report.json     the plan: documents, windows, spans left out and why
+    train_log.jsonl      the Trainer's log history
+    checkpoints/         one per evaluation (a crashed run resumes from the latest)
+    model/               the model, its tokenizer and toolkit.json (task, labels, windowing)
+    predictions.jsonl    dev predictions;  metrics.json, report.md: dev scores
+
+An artifact (made by `toolkit export`) is a model folder with model.onnx, toolkit.json, the run's
+config.yaml and manifest.json (the sha256 of every file). Both open as a `Run`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.config import Recipe, dump_recipe, load_recipe
+from toolkit.data.records import filter_labels, load_records, map_record_labels
+from toolkit.data.schema import SpanRecord
+from toolkit.errors import ToolkitError
+
+CONFIG_FILE = "config.yaml"
+DATA_REPORT_FILE = "data_report.json"
+TRAIN_LOG_FILE = "train_log.jsonl"
+METRICS_FILE = "metrics.json"
+MODEL_DIR = "model"
+META_FILE = "toolkit.json"
+MANIFEST = "manifest.json"
+ONNX_FILE = "model.onnx"
+ARTIFACT_FORMAT = 1
+
+
+# --- writing a run -------------------------------------------------------------------------------
+
+def run_dir_for(recipe: Recipe) -> Path:
+    return Path(recipe.output_dir) / recipe.name
+
+
+def prepare_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """A finished run is never overwritten by accident; an unfinished one resumes from its checkpoints."""
+    if (run_dir / METRICS_FILE).is_file():
+        if not overwrite:
+            raise ToolkitError(f"{run_dir} holds a finished run", fix="pass --overwrite, or choose another name: name=NEW_NAME")
+        shutil.rmtree(run_dir)
+
+
+def start_run_dir(recipe: Recipe, run_dir: Path, plan: dict) -> None:
+    """The resolved config and the data report, written before training."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    dump_recipe(recipe, run_dir / CONFIG_FILE)
+    (run_dir / DATA_REPORT_FILE).write_text(json.dumps(plan, indent=2), encoding="utf-8")
+
+
+def write_train_log(run_dir: Path, log_history: list[dict]) -> None:
+    (run_dir / TRAIN_LOG_FILE).write_text("".join(json.dumps(e) + "\n" for e in log_history), encoding="utf-8")
+
+
+def save_model_dir(model, tokenizer, directory: Path, meta: dict) -> None:
+    """A plain model directory (LoRA merged; the adapter kept in adapter/) plus toolkit.json."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "merge_and_unload"):
+        model.save_pretrained(directory / "adapter")
+        model = model.merge_and_unload()
+    model.save_pretrained(directory, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+    (directory / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+# --- reading a run or an artifact ----------------------------------------------------------------
+
+def is_artifact(path: Path) -> bool:
+    """An exported ONNX model directory (made by `toolkit export`)."""
+    return (Path(path) / ONNX_FILE).is_file()
+
+
+def model_dir_of(path: Path) -> Path:
+    """A run directory, its model/ folder or an exported artifact -> the folder holding toolkit.json."""
+    path = Path(path)
+    if (path / MODEL_DIR / META_FILE).is_file():
+        return path / MODEL_DIR
+    if (path / META_FILE).is_file():
+        return path
+    raise ToolkitError(f"{path}: no trained model here", fix="pass a run directory made by `toolkit run` (it holds model/toolkit.json) or an artifact made by `toolkit export`")
+
+
+def load_meta(directory: Path) -> dict:
+    path = Path(directory) / META_FILE
+    if not path.is_file():
+        raise ToolkitError(f"{directory}: not a toolkit model directory (no {META_FILE})", fix="pass a run directory made by `toolkit run`, or its model/ folder")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class Run:
+    """A trained run, its model/ folder, or an artifact: where each part lives and what it says."""
+
+    path: Path
+    model_dir: Path
+    meta: dict  # toolkit.json
+    recipe: Recipe | None  # config.yaml, when the run (or artifact) carries one
+    config_path: Path | None
+
+    @property
+    def task(self) -> str:
+        return self.meta.get("task", "token_classification")
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.meta.get("labels", []))
+
+    @property
+    def label_map(self) -> dict[str, str] | None:
+        """The data.label_map the run was trained with, so it is scored on the same labels."""
+        return self.recipe.data.label_map if self.recipe else None
+
+    @property
+    def is_artifact(self) -> bool:
+        return is_artifact(self.model_dir)
+
+
+def open_run(path: Path | str) -> Run:
+    """Resolve a run directory, its model/ folder or an artifact once."""
+    path = Path(path)
+    model_dir = model_dir_of(path)
+    # config.yaml sits in the run directory (above model/) or inside an artifact.
+    candidates = [d / CONFIG_FILE for d in ((path, path.parent) if model_dir == path else (path,))]
+    config = next((c for c in candidates if c.is_file()), None)
+    return Run(path, model_dir, load_meta(model_dir), load_recipe(config) if config else None, config)
+
+
+def records_for(run: Run, data: str, max_docs: int | None = None, labels: list[str] | None = None,
+                other: Counter | None = None) -> list[SpanRecord]:
+    """Documents of `data` as the run sees them: its label map applied, only its labels (or `labels`)
+    kept; spans of other labels are counted in `other`."""
+    records = load_records(data, max_docs)
+    if run.label_map:
+        records = [map_record_labels(r, run.label_map)[0] for r in records]
+    return filter_labels(records, labels if labels is not None else run.labels, other)
+
+
+# --- artifacts -----------------------------------------------------------------------------------
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(directory: Path, info: dict) -> dict:
+    files = {p.relative_to(directory).as_posix(): {"sha256": sha256_of(p), "bytes": p.stat().st_size}
+             for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    manifest = {"format": ARTIFACT_FORMAT, **info, "files": files}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+def read_manifest(directory: Path) -> dict:
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise ToolkitError(f"{directory}: no {MANIFEST}", fix="pass a directory made by `toolkit export`")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def verify_artifact(directory: Path) -> dict:
+    """The manifest, after checking every listed file's sha256 (a copied or edited artifact fails loudly)."""
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    for name, entry in manifest["files"].items():
+        f = directory / name
+        if not f.is_file():
+            raise ToolkitError(f"{directory}: {name} listed in {MANIFEST} is missing", fix="re-export the run with `toolkit export`")
+        if sha256_of(f) != entry["sha256"]:
+            raise ToolkitError(f"{directory}: {name} does not match its sha256 in {MANIFEST}", fix="re-export the run; artifacts must not be edited")
+    return manifest

@@ -1,0 +1,59 @@
+"""Sliding windows over documents with a fast tokenizer: never silent truncation.
+
+The tokenizer's own overflow mechanism makes the windows (`stride` tokens shared
+by consecutive windows); offsets index the original document, so alignment and
+decoding work in document characters whatever window a token came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass
+class Window:
+    doc: int
+    input_ids: list[int]
+    offsets: list[tuple[int, int]]  # (0, 0) for special tokens
+    word_ids: list[int | None]
+
+
+def make_windows(tokenizer, texts: Sequence[str], max_length: int, stride: int, batch: int = 64) -> list[Window]:
+    """Every document split into windows of at most `max_length` tokens (special tokens included)."""
+    out: list[Window] = []
+    for lo in range(0, len(texts), batch):
+        chunk = list(texts[lo : lo + batch])
+        enc = tokenizer(
+            chunk,
+            max_length=max_length,
+            stride=stride,
+            truncation=True,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+            padding=False,
+        )
+        for i, ids in enumerate(enc["input_ids"]):
+            word_ids = enc.word_ids(i)
+            offsets = [(int(a), int(b)) if w is not None else (0, 0) for (a, b), w in zip(enc["offset_mapping"][i], word_ids)]
+            out.append(Window(lo + int(enc["overflow_to_sample_mapping"][i]), list(ids), offsets, list(word_ids)))
+    return out
+
+
+@dataclass(frozen=True)
+class TextWindow:
+    doc: int
+    start: int
+    end: int
+
+
+def text_windows(tokenizer, texts: list[str], max_length: int, stride: int) -> list[TextWindow]:
+    """Character ranges of the same token windows (span_generation prompts hold window text, not tokens)."""
+    out = []
+    for w in make_windows(tokenizer, texts, max_length, stride):
+        real = [(a, b) for a, b in w.offsets if b > a]
+        if real:
+            out.append(TextWindow(w.doc, real[0][0], real[-1][1]))
+        elif not texts[w.doc]:
+            out.append(TextWindow(w.doc, 0, 0))
+    return out

@@ -1,0 +1,52 @@
+"""Training: one flow per recipe `task:`, all run by the same skeleton (`flow.run_flow`)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from toolkit.config import Recipe, load_recipe
+from toolkit.errors import ToolkitError
+from toolkit.rundir import METRICS_FILE, run_dir_for
+from toolkit.tasks.flow import Flow, RunResult, plan_flow, run_flow
+
+# task -> (module, Flow class); modules are imported on demand.
+FLOWS = {
+    "token_classification": ("toolkit.tasks.token_classification", "TokenClassification"),
+    "span_generation": ("toolkit.tasks.span_generation", "SpanGeneration"),
+    "pretrain_mlm": ("toolkit.tasks.pretrain", "Pretraining"),
+    "pretrain_clm": ("toolkit.tasks.pretrain", "Pretraining"),
+}
+
+
+def flow_for(task: str) -> Flow:
+    if task not in FLOWS:
+        raise ToolkitError(f"task {task!r} is not implemented", fix=f"use task: one of {', '.join(FLOWS)}")
+    module, name = FLOWS[task]
+    return getattr(importlib.import_module(module), name)()
+
+
+def run_recipe(recipe: Recipe, run_dir: Path) -> RunResult | None:
+    """Train, save and score one run of a recipe (None on processes other than rank 0)."""
+    return run_flow(flow_for(recipe.task), recipe, run_dir)
+
+
+def plan_recipe(recipe: Recipe) -> dict:
+    """What --dry-run shows: the data and model prepared, nothing trained."""
+    return plan_flow(flow_for(recipe.task), recipe)
+
+
+def ensure_run(ref: str | Path) -> Path:
+    """A run directory, or a recipe's run directory (trained first when it has no finished run)."""
+    path = Path(ref)
+    if path.suffix in (".yaml", ".yml"):
+        recipe = load_recipe(path)
+        if recipe.sweep is not None:
+            raise ToolkitError(f"{ref} is a sweep", fix="compare the run directory of one trial (RUN/trials/trial-NNN)")
+        run_dir = run_dir_for(recipe)
+        if not (run_dir / METRICS_FILE).is_file():
+            run_recipe(recipe, run_dir)
+        return run_dir
+    if not path.is_dir():
+        raise ToolkitError(f"{ref}: neither a run directory nor a recipe", fix="pass runs/<name> or recipes/<name>.yaml")
+    return path

@@ -1,0 +1,122 @@
+"""Training and evaluation features for both tracks, from the same windows (no torch).
+
+token_classification: documents -> token windows with per-token targets (`token_features`).
+span_generation: documents -> text windows -> prompt + completion examples (`generation_examples`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from toolkit.config import Recipe
+from toolkit.data.records import filter_labels
+from toolkit.data.schema import SpanRecord
+from toolkit.errors import ToolkitError
+from toolkit.infer.prompts import build_target, render_prompt
+from toolkit.spans.alignment import IGNORE, flat_targets, multi_label_targets, representable
+from toolkit.spans.label_space import LabelSpace
+from toolkit.spans.windows import Window, make_windows, text_windows
+
+
+@dataclass
+class FeatureReport:
+    """What building features kept and left out; saved in the run directory."""
+
+    documents: int = 0
+    spans: int = 0
+    spans_not_representable: int = 0
+    spans_other_labels: Counter = field(default_factory=Counter)
+    windows: int = 0
+    windows_with_spans: int = 0
+    negative_windows_kept: int = 0
+    negative_windows_dropped: int = 0
+    tokens: int = 0
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "spans_other_labels": dict(self.spans_other_labels)}
+
+
+def labels_to_learn(recipe: Recipe, train_records: list[SpanRecord]) -> list[str]:
+    """data.labels, or every label in the training data; no label at all is a user error."""
+    labels = recipe.data.labels or sorted({s.label for r in train_records for s in r.spans})
+    if not labels:
+        raise ToolkitError(f"{recipe.data.train}: no spans to learn from", fix="label some spans, or check data.labels")
+    return list(labels)
+
+
+def sample_negatives(positive: list[bool], ratio: float | None, seed: int) -> tuple[list[int], int, int]:
+    """Indices to keep: every positive window plus `ratio` x as many sampled negatives (all when ratio is None).
+    Returns (kept indices, negatives kept, negatives dropped)."""
+    negatives = [i for i, p in enumerate(positive) if not p]
+    if ratio is None:
+        return list(range(len(positive))), len(negatives), 0
+    n_keep = min(len(negatives), int(round(ratio * (len(positive) - len(negatives)))))
+    chosen = set(random.Random(seed).sample(negatives, n_keep))
+    return [i for i, p in enumerate(positive) if p or i in chosen], n_keep, len(negatives) - n_keep
+
+
+def token_features(
+    tokenizer,
+    records: list[SpanRecord],
+    space: LabelSpace,
+    max_length: int,
+    stride: int,
+    negative_ratio: float | None = None,
+    seed: int = 0,
+) -> tuple[list[Window], list[list], FeatureReport]:
+    """Windows and their targets. Spans the label space cannot hold are counted, never silently dropped."""
+    report = FeatureReport(documents=len(records))
+    records = filter_labels(records, space.labels, report.spans_other_labels)
+    tag_to_id = {t: i for i, t in enumerate(space.tags)}
+    kept_spans = []
+    for r in records:
+        kept, lost = representable(r.spans, space.multi_label)
+        kept_spans.append(kept)
+        report.spans += len(r.spans)
+        report.spans_not_representable += len(lost)
+    windows = make_windows(tokenizer, [r.text for r in records], max_length, stride)
+    targets = []
+    for w in windows:
+        if space.multi_label:
+            t = multi_label_targets(w.offsets, w.word_ids, kept_spans[w.doc], space.labels, space.label_all_subtokens)
+            positive = any(v > 0 for row in t for v in row)
+        else:
+            t = flat_targets(w.offsets, w.word_ids, kept_spans[w.doc], tag_to_id, space.label_all_subtokens)
+            positive = any(v not in (IGNORE, 0) for v in t)
+        targets.append((t, positive))
+    report.windows = len(windows)
+    report.windows_with_spans = sum(p for _, p in targets)
+    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives([p for _, p in targets], negative_ratio, seed)
+    windows = [windows[i] for i in keep]
+    report.tokens = sum(len(w.input_ids) for w in windows)
+    return windows, [targets[i][0] for i in keep], report
+
+
+def generation_examples(tokenizer, records: list[SpanRecord], labels: list[str], max_length: int, stride: int, chat_template: bool,
+                   negative_ratio: float | None = None, seed: int = 0) -> tuple[list[dict], FeatureReport]:
+    """input_ids = prompt + target + EOS; labels mask the prompt (-100) so the loss covers only the completion."""
+    # spans_not_representable: spans never wholly inside one window
+    report = FeatureReport(documents=len(records), spans=sum(len(r.spans) for r in records))
+    windows = text_windows(tokenizer, [r.text for r in records], max_length, stride)
+    covered: set[tuple[int, int, int, str]] = set()
+    items = []
+    for w in windows:
+        rec = records[w.doc]
+        inside = [s for s in rec.spans if w.start <= s.start and s.end <= w.end]
+        covered |= {(w.doc, s.start, s.end, s.label) for s in inside}
+        items.append((w, inside))
+    report.spans_not_representable = report.spans - len(covered)
+    report.windows = len(items)
+    report.windows_with_spans = sum(bool(i) for _, i in items)
+    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives([bool(i) for _, i in items], negative_ratio, seed)
+    items = [items[k] for k in keep]
+    examples = []
+    for w, inside in items:
+        text = records[w.doc].text[w.start : w.end]
+        prompt_ids = tokenizer(render_prompt(tokenizer, text, labels, chat_template), add_special_tokens=False)["input_ids"]
+        target_ids = tokenizer(build_target(text, inside, w.start), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        examples.append({"input_ids": prompt_ids + target_ids, "labels": [-100] * len(prompt_ids) + target_ids})
+        report.tokens += len(prompt_ids) + len(target_ids)
+    return examples, report

@@ -1,0 +1,121 @@
+"""The one training skeleton every task follows: prepare -> plan -> train -> save -> evaluate.
+
+A task (`token_classification.py`, `span_generation.py`, `pretrain.py`) is a `Flow`: it says how
+to prepare its data and model, how to build its Trainer, how to save the model and how to score
+it. `run_flow` does the rest the same way for all of them: seeds, the run directory, resuming
+from checkpoints, the training log, and the run information every task reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.config import Recipe
+from toolkit.evaluate.reporting import score_table, write_metrics
+from toolkit.rundir import MODEL_DIR, start_run_dir, write_train_log
+from toolkit.tasks.training import is_main_process, peak_cuda_mib, peak_rss_mib, train_resuming, world_size
+
+
+@dataclass
+class Prepared:
+    """Everything built before training; `plan` is what --dry-run prints and data_report.json holds."""
+
+    model: Any
+    tokenizer: Any
+    plan: dict
+    train_tokens: int  # tokens in one epoch of training data, for tokens/s
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: its directory and what its metrics.json holds."""
+
+    run_dir: Path
+    metrics: dict
+
+    @property
+    def summary(self) -> dict:
+        return self.metrics["summary"]
+
+    @property
+    def run(self) -> dict:
+        return self.metrics["run"]
+
+
+class Flow:
+    """One task's steps. Subclasses implement prepare, trainer, save and evaluate."""
+
+    def prepare(self, recipe: Recipe) -> Prepared:
+        raise NotImplementedError
+
+    def trainer(self, recipe: Recipe, run_dir: Path, prepared: Prepared):
+        """A transformers Trainer (checkpoints in run_dir/checkpoints)."""
+        raise NotImplementedError
+
+    def before_training(self, trainer, prepared: Prepared) -> None:
+        """Runs on every process before training (collective work, e.g. a held-out score)."""
+
+    def after_training(self, trainer, prepared: Prepared) -> None:
+        """Runs on every process after training, before rank 0 saves and scores."""
+
+    def save(self, recipe: Recipe, prepared: Prepared, model, directory: Path) -> None:
+        raise NotImplementedError
+
+    def evaluate(self, recipe: Recipe, run_dir: Path, prepared: Prepared, trainer) -> tuple[dict, dict]:
+        """(metrics, task-specific run information), scoring what `save` wrote; rank 0 only."""
+        raise NotImplementedError
+
+    def write(self, recipe: Recipe, result: RunResult) -> None:
+        """metrics.json and report.md."""
+        metrics = {k: v for k, v in result.metrics.items() if k != "run"}
+        write_metrics(result.run_dir, metrics, f"{recipe.name}: dev", result.run)
+
+    def summary(self, recipe: Recipe, result: RunResult):
+        """What `toolkit run` prints: the headline dev metrics with their CIs."""
+        return score_table(f"{recipe.name} (run directory: {result.run_dir})", result.metrics)
+
+
+def plan_flow(flow: Flow, recipe: Recipe) -> dict:
+    """--dry-run: prepare and plan, train nothing."""
+    from transformers import set_seed
+
+    set_seed(recipe.seed)
+    return flow.prepare(recipe).plan
+
+
+def run_flow(flow: Flow, recipe: Recipe, run_dir: Path) -> RunResult | None:
+    """Train, save and score one run. Returns the result on rank 0 (None on other ranks)."""
+    from transformers import set_seed
+
+    set_seed(recipe.seed)
+    prepared = flow.prepare(recipe)
+    if is_main_process():
+        start_run_dir(recipe, run_dir, prepared.plan)
+    trainer = flow.trainer(recipe, run_dir, prepared)
+    flow.before_training(trainer, prepared)
+    train_seconds, resumed_from = train_resuming(trainer, run_dir)
+    flow.after_training(trainer, prepared)
+    if not trainer.is_world_process_zero():
+        return None
+
+    flow.save(recipe, prepared, trainer.model, run_dir / MODEL_DIR)
+    write_train_log(run_dir, trainer.state.log_history)
+    metrics, extra = flow.evaluate(recipe, run_dir, prepared, trainer)
+    epochs = float(trainer.state.epoch or 0)
+    run = {
+        "model": recipe.model.name,
+        "train_seconds": round(train_seconds, 1),
+        "epochs_completed": round(epochs, 2),
+        "optimizer_steps": trainer.state.global_step,
+        "train_tokens_per_second": round(prepared.train_tokens * epochs / train_seconds, 1) if train_seconds else None,
+        "peak_rss_mib": peak_rss_mib(),
+        "peak_cuda_mib": peak_cuda_mib(),
+        "world_size": world_size(),
+        "resumed_from_checkpoint": resumed_from,
+        **extra,
+    }
+    result = RunResult(run_dir, {**metrics, "run": run})
+    flow.write(recipe, result)
+    return result

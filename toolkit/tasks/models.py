@@ -1,0 +1,166 @@
+"""Building the models every task trains, by hub id or local path: a token classifier
+(token_classification), a causal LM (span_generation, pretrain_clm) and a masked LM
+(pretrain_mlm), each with the recipe's dropout knobs and optional LoRA through peft."""
+
+from __future__ import annotations
+
+from toolkit.config import ModelConfig
+from toolkit.errors import ConfigError, ToolkitError
+from toolkit.pretrained import default_decoder, default_encoder, fix_decoder_tokenizer, load_tokenizer
+from toolkit.spans.label_space import LabelSpace
+
+# Config attribute names per knob, across architectures (BERT/RoBERTa, DistilBERT, Llama/GPT-2 ...).
+DROPOUT_ATTRS = {
+    "hidden": ("hidden_dropout_prob", "hidden_dropout", "dropout", "resid_pdrop"),
+    "attention": ("attention_probs_dropout_prob", "attention_dropout", "attn_pdrop"),
+    "classifier": ("classifier_dropout",),
+}
+
+
+def resolve_model_name(name: str, task: str = "token_classification") -> str:
+    if name != "default":
+        return name
+    if task in ("span_generation", "pretrain_clm"):
+        return default_decoder()
+    return default_encoder()
+
+
+def apply_dropout(config, dropout) -> dict[str, float]:
+    """Set the requested dropout knobs on a transformers config; returns what was set."""
+    applied = {}
+    for knob, attrs in DROPOUT_ATTRS.items():
+        value = getattr(dropout, knob)
+        if value is None:
+            continue
+        present = [a for a in attrs if hasattr(config, a)]
+        if knob == "classifier" and not present:
+            present = ["classifier_dropout"]  # token-classification heads read it when set
+        if not present:
+            raise ConfigError(
+                f"model.dropout.{knob}: {type(config).__name__} has no {knob} dropout setting",
+                fix=f"remove model.dropout.{knob} for this architecture",
+            )
+        for a in present:
+            setattr(config, a, value)
+            applied[a] = value
+    return applied
+
+
+def add_embedding_dropout(model, p: float):
+    """Dropout on the token-embedding output, separate from the model's own dropouts.
+
+    A forward hook on `get_input_embeddings()` works for every architecture; it is
+    active only in training mode, so inference is unaffected."""
+    if p <= 0:
+        return None
+    import torch.nn.functional as F
+
+    def hook(module, inputs, output):
+        return F.dropout(output, p=p, training=module.training)
+
+    return model.get_input_embeddings().register_forward_hook(hook)
+
+
+def build_token_model(cfg: ModelConfig, space: LabelSpace):
+    """(model, tokenizer) for token classification; LoRA-wrapped when enabled."""
+    from transformers import AutoConfig, AutoModelForTokenClassification
+
+    name = resolve_model_name(cfg.name)
+    tokenizer = load_tokenizer(name)
+    if tokenizer.pad_token is None:  # decoders used as taggers often ship without one
+        tokenizer.pad_token = tokenizer.eos_token
+    names = space.output_names()
+    try:
+        config = AutoConfig.from_pretrained(name, num_labels=space.num_outputs, id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    except (OSError, ValueError) as exc:
+        raise ToolkitError(f"cannot load model {name!r}: {str(exc).splitlines()[0]}", fix="pass a local model directory or a reachable hub id as model.name") from None
+    apply_dropout(config, cfg.dropout)
+    if getattr(config, "pad_token_id", None) is None:
+        config.pad_token_id = tokenizer.pad_token_id
+    model = AutoModelForTokenClassification.from_pretrained(name, config=config)
+    add_embedding_dropout(model, cfg.dropout.embedding)
+    if cfg.lora.enabled:
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        head = [n for n in ("classifier", "score") if hasattr(model, n)]
+        lora = LoraConfig(
+            task_type=TaskType.TOKEN_CLS,
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=cfg.lora.target_modules,
+            modules_to_save=head,  # the new head is trained fully and saved with the adapter
+        )
+        model = get_peft_model(model, lora)
+    return model, tokenizer
+
+
+def build_causal_model(m: ModelConfig):
+    """(model, tokenizer): any causal LM, LoRA through peft unless full fine-tuning; QLoRA on CUDA."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    name = resolve_model_name(m.name, "span_generation")
+    tokenizer = load_tokenizer(name)
+    if tokenizer.eos_token is None:
+        raise ToolkitError(f"tokenizer of {name!r} has no end-of-sequence token", fix="use a causal LM whose tokenizer defines eos_token")
+    if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+        fix_decoder_tokenizer(tokenizer)
+        if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+            tokenizer.add_special_tokens({"pad_token": "<|pad|>"})  # padding must differ from EOS, or EOS is never learned
+    config = AutoConfig.from_pretrained(name)
+    apply_dropout(config, m.dropout)
+    kwargs = {}
+    if m.quantization == "4bit":
+        if not torch.cuda.is_available():
+            raise ConfigError("model.quantization=4bit (QLoRA) needs a CUDA device", fix="set model.quantization=none on CPU")
+        try:
+            import bitsandbytes  # noqa: F401
+            from transformers import BitsAndBytesConfig
+        except ImportError:
+            raise ConfigError("model.quantization=4bit needs bitsandbytes", fix="pip install bitsandbytes, or set model.quantization=none") from None
+        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(name, config=config, **kwargs)
+    if len(tokenizer) > model.get_input_embeddings().num_embeddings:
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.pad_token_id = tokenizer.pad_token_id
+    add_embedding_dropout(model, m.dropout.embedding)
+    if m.lora.enabled:
+        from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training
+
+        if m.quantization == "4bit":
+            model = prepare_model_for_kbit_training(model)
+        model = get_peft_model(model, LoraConfig(task_type=TaskType.CAUSAL_LM, r=m.lora.r, lora_alpha=m.lora.alpha,
+                                                 lora_dropout=m.lora.dropout, target_modules=m.lora.target_modules))
+    return model, tokenizer
+
+
+def build_masked_model(m: ModelConfig):
+    """(model, tokenizer, head_initialised). An encoder saved without its MLM head (the
+    offline MiniLM) gets one: decoder tied to the input embeddings, transform = identity."""
+    import torch
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    if m.lora.enabled:
+        raise ConfigError("model.lora applies to token_classification, span_generation and pretrain_clm", fix="set model.lora.enabled=false for pretrain_mlm")
+    name = resolve_model_name(m.name, "token_classification")
+    tokenizer = load_tokenizer(name)
+    if tokenizer.mask_token is None:
+        raise ConfigError(f"tokenizer of {name!r} has no mask token", fix="pretrain_mlm needs an encoder with a [MASK] token (use pretrain_clm for decoders)")
+    config = AutoConfig.from_pretrained(name)
+    apply_dropout(config, m.dropout)
+    model, info = AutoModelForMaskedLM.from_pretrained(name, config=config, output_loading_info=True)
+    missing = set(info.get("missing_keys", []))
+    head_initialised = any("predictions" in k or k.startswith(("cls.", "lm_head")) for k in missing)
+    if head_initialised:
+        with torch.no_grad():
+            for key in missing:
+                if key.endswith("transform.dense.weight"):
+                    weight = model.get_parameter(key)
+                    if weight.shape[0] == weight.shape[1]:
+                        # Start from the encoder's own hidden states: predictions = LayerNorm(gelu(h)) @ E^T.
+                        weight.copy_(torch.eye(weight.shape[0]))
+                        model.get_parameter(key.replace(".weight", ".bias")).zero_()
+        model.tie_weights()
+    add_embedding_dropout(model, m.dropout.embedding)
+    return model, tokenizer, head_initialised

@@ -1,0 +1,215 @@
+"""task: token_classification. An encoder (or a decoder used as a tagger) tags every token of
+windowed documents; tags are decoded back to character spans.
+
+Reads top to bottom: `TokenClassification` prepares windows with per-token targets and the model,
+trains with class-weighted cross-entropy, saves the model with its label space, and scores the
+saved model on the dev documents with the same `Tagger` that `toolkit eval` and the service use.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.config import Recipe
+from toolkit.data.records import filter_labels, load_splits
+from toolkit.data.schema import SpanRecord
+from toolkit.errors import ToolkitError
+from toolkit.evaluate.metrics import score
+from toolkit.evaluate.reporting import write_predictions
+from toolkit.infer.tagger import Tagger
+from toolkit.rundir import save_model_dir
+from toolkit.spans.decoding import decode_documents
+from toolkit.spans.label_space import LabelSpace
+from toolkit.spans.windows import Window
+from toolkit.tasks.features import FeatureReport, labels_to_learn, token_features
+from toolkit.tasks.flow import Flow, Prepared
+from toolkit.tasks.models import build_token_model
+from toolkit.tasks.training import parameter_counts, steps_per_epoch, training_arguments
+
+
+def class_weights(choice, space: LabelSpace, targets: list[list]) -> list[float] | None:
+    """Loss weights, one per model output (`space.output_names()` order).
+
+    'balanced': inverse frequency of each tag in the training targets (in multi-label
+    mode, of O/B/I within each label's layer). A dict gives B-/I- tags of a label a fixed
+    weight (O: the weight of 'O', default 1).
+    """
+    if choice == "none":
+        return None
+    names = space.output_names()
+    if choice == "balanced":
+        if space.multi_label:
+            counts = Counter((layer, t) for row in targets for token in row for layer, t in enumerate(token) if t >= 0)
+            weights = []
+            for layer in range(len(space.labels)):
+                total = sum(counts[(layer, t)] for t in range(3))
+                weights += [total / (3 * counts[(layer, t)]) if counts[(layer, t)] else 1.0 for t in range(3)]
+            return weights
+        counts = Counter(t for row in targets for t in row if t >= 0)
+        total = sum(counts.values())
+        return [total / (len(names) * counts[i]) if counts[i] else 1.0 for i in range(len(names))]
+    unknown = set(choice) - set(space.labels) - {"O"}
+    if unknown:
+        raise ToolkitError(f"train.class_weights names unknown labels {sorted(unknown)}", fix=f"use labels among {space.labels} (or O)")
+    return [choice.get("O", 1.0) if n.startswith("O") else choice.get(n.split("-", 1)[1], 1.0) for n in names]
+
+
+def _collator(tokenizer, multi_label: bool):
+    from transformers import DataCollatorForTokenClassification
+
+    if not multi_label:
+        return DataCollatorForTokenClassification(tokenizer, pad_to_multiple_of=8)
+
+    import torch
+
+    # DataCollatorForTokenClassification pads 1-D label lists only; multi-label
+    # targets are [tokens, labels], padded here with rows of -100.
+    def collate(features):
+        labels = [f.pop("labels") for f in features]
+        batch = tokenizer.pad(features, return_tensors="pt", pad_to_multiple_of=8)
+        width, layers = batch["input_ids"].shape[1], len(labels[0][0])
+        padded = torch.full((len(labels), width, layers), -100, dtype=torch.long)
+        for i, rows in enumerate(labels):
+            padded[i, : len(rows)] = torch.tensor(rows, dtype=torch.long)
+        batch["labels"] = padded
+        return batch
+
+    return collate
+
+
+def _trainer_class():
+    import torch
+    from transformers import Trainer
+
+    class SpanTrainer(Trainer):
+        """Trainer with class-weighted cross-entropy over tags (flat), or over O/B/I in every label's layer (multi-label)."""
+
+        def __init__(self, *args, loss_weights=None, multi_label=False, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.loss_weights = torch.tensor(loss_weights, dtype=torch.float) if loss_weights else None
+            self.multi_label = multi_label
+            # Our loss is a per-batch mean, so the Trainer must scale it for gradient accumulation.
+            self.model_accepts_loss_kwargs = False
+
+        def _get_eval_sampler(self, eval_dataset):
+            # transformers 4.57 also length-groups the *eval* set when group_by_length is
+            # on, which reorders predictions; decoding maps them back to documents by
+            # position, so evaluation must stay in order.
+            return torch.utils.data.SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs.pop("labels")
+            outputs = model(**inputs)
+            logits = outputs.logits.float()
+            if self.multi_label:
+                loss = self._multi_label_loss(logits, labels)
+            else:
+                weight = self.loss_weights.to(logits.device) if self.loss_weights is not None else None
+                loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), weight=weight, ignore_index=-100)
+            return (loss, outputs) if return_outputs else loss
+
+        def _multi_label_loss(self, logits, labels):
+            """Cross-entropy over O/B/I in every label's layer; weighted like torch's `weight=` (sum w*ce / sum w)."""
+            flat_logits, flat_labels = logits.reshape(-1, 3), labels.reshape(-1)
+            if self.loss_weights is None:
+                return torch.nn.functional.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
+            layers = labels.shape[-1]
+            keep = flat_labels >= 0
+            layer = torch.arange(layers, device=labels.device).repeat(flat_labels.numel() // layers)[keep]
+            target = flat_labels[keep]
+            ce = torch.nn.functional.cross_entropy(flat_logits[keep], target, reduction="none")
+            w = self.loss_weights.to(logits.device).view(layers, 3)[layer, target]
+            return (w * ce).sum() / w.sum().clamp_min(1e-12)
+
+    return SpanTrainer
+
+
+def _dataset(windows, targets):
+    from datasets import Dataset
+
+    return Dataset.from_dict({
+        "input_ids": [w.input_ids for w in windows],
+        "attention_mask": [[1] * len(w.input_ids) for w in windows],
+        "labels": targets,
+    })
+
+
+@dataclass
+class TokenPrepared(Prepared):
+    space: LabelSpace
+    dev_records: list[SpanRecord]
+    train_windows: list[Window]
+    train_targets: list[list]
+    dev_windows: list[Window]
+    dev_targets: list[list]
+    train_report: FeatureReport
+    dev_report: FeatureReport
+
+
+class TokenClassification(Flow):
+    def prepare(self, recipe: Recipe) -> TokenPrepared:
+        """Data, label space, model and features: everything before training."""
+        train_records, dev_records = load_splits(recipe)
+        labels = labels_to_learn(recipe, train_records)
+        # Score only the labels being learned; spans of other labels are counted in the feature report.
+        dev_records = filter_labels(dev_records, labels)
+        m = recipe.model
+        space = LabelSpace(tuple(labels), m.multi_label, m.label_all_subtokens)
+        model, tokenizer = build_token_model(m, space)
+        train_windows, train_targets, train_report = token_features(tokenizer, train_records, space, m.max_length, m.stride,
+                                                                    recipe.windows.negative_ratio, recipe.seed)
+        dev_windows, dev_targets, dev_report = token_features(tokenizer, dev_records, space, m.max_length, m.stride)
+        plan = {
+            "labels": list(space.labels),
+            "train": train_report.to_dict(),
+            "dev": dev_report.to_dict(),
+            "steps_per_epoch": steps_per_epoch(len(train_windows), recipe),
+            **parameter_counts(model),
+        }
+        return TokenPrepared(model, tokenizer, plan, train_report.tokens, space, dev_records, train_windows, train_targets,
+                             dev_windows, dev_targets, train_report, dev_report)
+
+    def trainer(self, recipe: Recipe, run_dir: Path, p: TokenPrepared):
+        from transformers import EarlyStoppingCallback
+
+        texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
+        docs, offsets, word_ids = [w.doc for w in p.dev_windows], [w.offsets for w in p.dev_windows], [w.word_ids for w in p.dev_windows]
+
+        def compute_metrics(pred) -> dict:
+            logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+            spans = decode_documents(texts, docs, offsets, word_ids, list(logits), p.space)
+            s = score(texts, golds, spans, bootstrap=0)["summary"]
+            return {"span_f1": s["span_f1"], "span_precision": s["span_precision"], "span_recall": s["span_recall"], "boundary_both_recall": s["boundary_both_recall"]}
+
+        t = recipe.train
+        return _trainer_class()(
+            model=p.model,
+            args=training_arguments(recipe, run_dir, metric="span_f1"),
+            train_dataset=_dataset(p.train_windows, p.train_targets),
+            eval_dataset=_dataset(p.dev_windows, p.dev_targets),
+            data_collator=_collator(p.tokenizer, p.space.multi_label),
+            compute_metrics=compute_metrics,
+            callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
+            loss_weights=class_weights(t.class_weights, p.space, p.train_targets),
+            multi_label=p.space.multi_label,
+        )
+
+    def save(self, recipe: Recipe, p: TokenPrepared, model, directory: Path) -> None:
+        """A model directory loadable by `Tagger.load` and exportable."""
+        meta = {"task": "token_classification", **p.space.to_meta(), "max_length": recipe.model.max_length, "stride": recipe.model.stride}
+        save_model_dir(model, p.tokenizer, directory, meta)
+
+    def evaluate(self, recipe: Recipe, run_dir: Path, p: TokenPrepared, trainer) -> tuple[dict, dict]:
+        tagger = Tagger.load(run_dir)  # score exactly what was saved
+        predictions = tagger.predict([r.text for r in p.dev_records], recipe.train.eval_batch_size)
+        metrics = score([r.text for r in p.dev_records], [r.spans for r in p.dev_records], predictions,
+                        recipe.eval.boundary_tolerance, recipe.eval.jaccard_threshold, recipe.eval.bootstrap, recipe.seed)
+        write_predictions(run_dir / "predictions.jsonl", p.dev_records, predictions)
+        return metrics, {
+            "eval_seconds": round(tagger.last_report["seconds"], 1),
+            "best_checkpoint_dev_span_f1": trainer.state.best_metric,
+            "spans_not_representable_train": p.train_report.spans_not_representable,
+            "spans_not_representable_dev": p.dev_report.spans_not_representable,
+        }

@@ -1,0 +1,123 @@
+"""What every training flow shares: process rank, memory figures, precision, the Trainer's arguments,
+padding and resuming."""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+from toolkit.config import Recipe
+from toolkit.errors import ToolkitError
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def peak_rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def peak_cuda_mib() -> float | None:
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None
+
+
+def steps_per_epoch(examples: int, recipe: Recipe) -> int:
+    """Optimizer steps in one epoch over `examples` across all processes."""
+    t = recipe.train
+    return max(1, examples // (t.batch_size * t.gradient_accumulation * world_size()))
+
+
+def parameter_counts(model) -> dict[str, int]:
+    return {
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+
+
+def precision_flags(choice: str) -> dict:
+    """auto: bf16 on CUDA devices that support it, fp32 elsewhere."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if choice == "auto":
+        return {"bf16": cuda and torch.cuda.is_bf16_supported()}
+    if choice in ("bf16", "fp16") and not cuda:
+        raise ToolkitError(f"train.precision={choice} needs a CUDA device", fix="use train.precision=auto (fp32 on CPU)")
+    return {"bf16": choice == "bf16", "fp16": choice == "fp16"}
+
+
+def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_better: bool = True, **extra):
+    """TrainingArguments from a recipe: a checkpoint per evaluation, best checkpoint by `metric` kept and loaded at the end."""
+    import torch
+    from transformers import TrainingArguments
+
+    t = recipe.train
+    schedule = {"eval_strategy": "epoch", "save_strategy": "epoch"} if t.eval_every == "epoch" else {
+        "eval_strategy": "steps", "save_strategy": "steps", "eval_steps": t.eval_every, "save_steps": t.eval_every}
+    cuda = torch.cuda.is_available()
+    return TrainingArguments(
+        output_dir=str(run_dir / "checkpoints"),
+        learning_rate=t.learning_rate,
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.batch_size,
+        per_device_eval_batch_size=t.eval_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation,
+        warmup_ratio=t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        logging_steps=t.logging_steps,
+        save_total_limit=t.save_total_limit,
+        group_by_length=t.group_by_length,
+        load_best_model_at_end=True,
+        metric_for_best_model=metric,
+        greater_is_better=greater_is_better,
+        seed=recipe.seed,
+        report_to=[],
+        dataloader_pin_memory=cuda,
+        ddp_backend=None if cuda or world_size() == 1 else "gloo",
+        ddp_find_unused_parameters=False,
+        # transformers hides progress bars when its log level is above WARN, which
+        # load_tokenizer sets to silence length warnings: ask for them explicitly.
+        disable_tqdm=False,
+        **schedule,
+        **precision_flags(t.precision),
+        **extra,
+    )
+
+
+def pad_collator(pad_id: int):
+    """Right-pads input_ids, attention_mask and labels (with -100, so padding never counts in the loss).
+    For features that already carry their labels: CLM examples and pre-masked MLM evaluation blocks."""
+    import torch
+
+    def collate(features):
+        width = max(len(f["input_ids"]) for f in features)
+        ids = torch.full((len(features), width), pad_id, dtype=torch.long)
+        labels = torch.full((len(features), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(features), width), dtype=torch.long)
+        for i, f in enumerate(features):
+            n = len(f["input_ids"])
+            ids[i, :n], labels[i, :n], mask[i, :n] = torch.tensor(f["input_ids"]), torch.tensor(f["labels"]), 1
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+    return collate
+
+
+def train_resuming(trainer, run_dir: Path) -> tuple[float, str | None]:
+    """Train, resuming from the run's latest checkpoint when one exists (a crashed run reruns the same command).
+    Returns (training seconds, the checkpoint resumed from)."""
+    import time
+
+    folder = run_dir / "checkpoints"
+    checkpoints = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if folder.is_dir() else []
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=True if checkpoints else None)
+    return time.perf_counter() - started, checkpoints[-1].name if checkpoints else None
