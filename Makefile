@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test test-slow lint clean
 
 install: $(VENV)/.installed
 
@@ -22,9 +22,17 @@ $(VENV)/.installed: pyproject.toml Makefile
 demo: install
 	$(VENV)/bin/toolkit demo
 
-# Tests run tiny models: one BLAS thread each is faster than two fighting over 2 cores.
+# Tests run tiny models: one BLAS thread each is faster than threads fighting over few cores.
+# `make test` is the fast tier; `make test-slow` the end-to-end tier (demo main job, torchrun).
 test: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+
+test-slow: install
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m slow
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -22,21 +22,21 @@ PY
 }
 case "${1:-base}" in
   base)
-    $T run recipes/bc5cdr_domain_mlm.yaml output_dir=$OUT --overwrite
-    $T run recipes/ncbi_disease_mlm.yaml output_dir=$OUT name=ncbi_from_bc5cdr_domain model.name=$OUT/bc5cdr_domain_mlm/model --overwrite
+    $T run recipes/bc5cdr_domain_pretrain_mlm.yaml output_dir=$OUT --overwrite
+    $T run recipes/ncbi_disease_mlm.yaml output_dir=$OUT name=ncbi_from_bc5cdr_domain model.name=$OUT/bc5cdr_domain_pretrain_mlm/model --overwrite
     summary $OUT/ncbi_from_bc5cdr_domain | tee -a $OUT/study.log
     ;;
   masking)
-    $T run recipes/bc5cdr_domain_masking_mlm.yaml output_dir=$OUT --overwrite
-    for trial in $OUT/bc5cdr_domain_masking_mlm/trials/*/; do
+    $T run recipes/bc5cdr_masking_pretrain_mlm.yaml output_dir=$OUT --overwrite
+    for trial in $OUT/bc5cdr_masking_pretrain_mlm/trials/*/; do
       name=ncbi_from_$(basename "$trial")
       $T run recipes/ncbi_disease_mlm.yaml output_dir=$OUT name=$name model.name=${trial}model --overwrite
       summary $OUT/$name | tee -a $OUT/study.log
     done
     ;;
   cuad)
-    $T run recipes/cuad_domain_mlm.yaml output_dir=$OUT --overwrite
-    $T run recipes/cuad_clauses_mlm.yaml output_dir=$OUT name=cuad_from_cuad_domain model.name=$OUT/cuad_domain_mlm/model --overwrite
+    $T run recipes/cuad_domain_pretrain_mlm.yaml output_dir=$OUT --overwrite
+    $T run recipes/cuad_clauses_mlm.yaml output_dir=$OUT name=cuad_from_cuad_domain model.name=$OUT/cuad_domain_pretrain_mlm/model --overwrite
     summary $OUT/cuad_from_cuad_domain | tee -a $OUT/study.log
     ;;
 esac

@@ -16,13 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolkit.data.records import (
-    filter_labels,  # noqa: E402
-    load_records,  # noqa: E402
-)
 from toolkit.evaluate.metrics import score  # noqa: E402
 from toolkit.infer.generator import SpanGenerator  # noqa: E402
-from toolkit.tasks.token_features import FeatureReport  # noqa: E402
+from toolkit.rundir import open_run, records_for  # noqa: E402
 
 
 def main() -> None:
@@ -32,8 +28,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-docs", type=int, default=None)
     args = parser.parse_args()
-    gen = SpanGenerator.load(args.run)
-    records = filter_labels(load_records(args.data, args.max_docs), gen.labels, FeatureReport())
+    run = open_run(args.run)
+    gen = SpanGenerator.load(run)
+    records = records_for(run, args.data, args.max_docs)
     texts = [r.text for r in records]
     speeds: dict[str, list[float]] = {"free": [], "constrained": []}
     results = {}

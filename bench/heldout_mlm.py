@@ -1,8 +1,8 @@
 """Score several MLM models on the same held-out blocks with the same masks (no training).
 
-    .venv/bin/python bench/heldout_mlm.py recipes/bc5cdr_domain_mlm.yaml MODEL_DIR [MODEL_DIR ...] [--rate 0.15]
+    .venv/bin/python bench/heldout_mlm.py recipes/bc5cdr_domain_pretrain_mlm.yaml MODEL_DIR [MODEL_DIR ...] [--rate 0.15]
 
-Each model is scored by `toolkit.pretrain.score_heldout` (the code a pretrain run uses
+Each model is scored by `toolkit.tasks.pretrain.score_heldout` (the code a pretrain run uses
 before and after training) on the recipe's held-out text, masking `--rate` of the tokens
 with the recipe's seed. The masking-rate study needs it: each pretraining trial scores
 itself at its own rate, so its before/after figures do not compare across rates; this does.

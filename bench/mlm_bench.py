@@ -32,36 +32,34 @@ KEYS = ["span_precision", "span_recall", "span_f1", "seqeval_f1", "jaccard_recal
 
 def run_toolkit(recipe, out_dir: Path) -> dict:
     from toolkit.rundir import prepare_run_dir
-    from toolkit.tasks import execute
+    from toolkit.tasks import run_recipe
 
     recipe = recipe.model_copy(update={"output_dir": str(out_dir), "name": recipe.name + "_bench"})
     run_dir = out_dir / recipe.name
     prepare_run_dir(run_dir, overwrite=True)
-    result = execute(recipe, run_dir)
-    return {"summary": result["summary"], "ci95": result["ci95"], "run": result["run"], "length_buckets": result["length_buckets"]}
+    m = run_recipe(recipe, run_dir).metrics
+    return {"summary": m["summary"], "ci95": m["ci95"], "run": m["run"], "length_buckets": m["length_buckets"]}
 
 
 def run_baseline(recipe, out_dir: Path) -> dict:
     import numpy as np
     from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments, set_seed
 
-    from toolkit.data.records import filter_labels
+    from toolkit.data.records import filter_labels, load_splits
     from toolkit.evaluate.metrics import score
     from toolkit.spans.alignment import flat_targets, representable
     from toolkit.spans.decoding import decode_documents
-    from toolkit.spans.label_space import DecodeSettings, LabelSpace
+    from toolkit.spans.label_space import LabelSpace
     from toolkit.spans.windows import Window
+    from toolkit.tasks.features import labels_to_learn
     from toolkit.tasks.models import build_token_model
-    from toolkit.tasks.token_features import FeatureReport
 
+    train_records, dev_records = load_splits(recipe)
+    labels = labels_to_learn(recipe, train_records)
+    train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
+    space = flat = LabelSpace(tuple(labels), False, False)
     set_seed(recipe.seed)
-    from toolkit.tasks.token_classification import prepare
-
-    train_records, dev_records, settings, space, _, _, _, _ = prepare(recipe)
-    flat = DecodeSettings(settings.labels, False, False)
-    space = LabelSpace(list(settings.labels), False)
-    train_records = filter_labels(train_records, space.labels, FeatureReport())
-    model, tok = build_token_model(recipe.model.model_copy(update={"multi_label": False}), flat, space.num_outputs)
+    model, tok = build_token_model(recipe.model.model_copy(update={"multi_label": False}), flat)
     ml = recipe.model.max_length
     tag_to_id = {t: i for i, t in enumerate(space.tags)}
 

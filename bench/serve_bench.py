@@ -64,15 +64,11 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
     from optimum.onnxruntime import ORTModelForTokenClassification
     from transformers import AutoModelForTokenClassification, pipeline
 
-    from toolkit.config import load_recipe
-    from toolkit.data.records import load_records, map_record_labels
     from toolkit.infer.tagger import Tagger
     from toolkit.pretrained import load_tokenizer
+    from toolkit.rundir import open_run, records_for
 
-    recipe = load_recipe(run / "config.yaml")
-    records = load_records(data, max_docs)
-    if recipe.data.label_map:
-        records = [map_record_labels(r, recipe.data.label_map)[0] for r in records]
+    records = records_for(open_run(run), data, max_docs)
     texts = [r.text for r in records]
     tokenizer = load_tokenizer(str(run / "model"))
     variants = {
@@ -157,12 +153,11 @@ def bench_service(run: Path, data: str, requests_per_client: int, clients: list[
 
 
 def bench_clm(run: Path, max_docs: int, constrained: bool) -> dict:
-    from toolkit.config import load_recipe
-    from toolkit.data.records import load_records
     from toolkit.infer import load_predictor
+    from toolkit.rundir import open_run, records_for
 
-    recipe = load_recipe(run / "config.yaml")
-    records = load_records(recipe.data.dev, max_docs)
+    source = open_run(run)
+    records = records_for(source, source.recipe.data.dev, max_docs)
     texts = [r.text for r in records]
     out: dict = {"documents": len(texts), "constrained": constrained}
     for name, path in (("pytorch", run), ("onnx_fp32", artifact(run, "fp32"))):

@@ -7,7 +7,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# ../shared/data beside the checkout (DEVELOPERS.md); TOOLKIT_SHARED_DATA overrides.
+# The public data lives in ../shared/data beside the checkout (never committed); TOOLKIT_SHARED_DATA overrides.
 SHARED_DATA = Path(os.environ.get("TOOLKIT_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 

@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO
 
 from toolkit.config import load_recipe
+from toolkit.data.sample import SAMPLE_DIR
 from toolkit.data.schema import Span, SpanRecord
 from toolkit.evaluate.compare import System, summarize, table_rows
 from toolkit.evaluate.metrics import score
@@ -14,7 +15,6 @@ from toolkit.infer.constrained import LineGrammar
 from toolkit.infer.prompts import GeneratedLine as G
 from toolkit.infer.prompts import build_prompt, build_target, parse_output
 from toolkit.infer.recovery import recover_offsets
-from toolkit.data.sample import SAMPLE_DIR
 from toolkit.pretrained import load_tokenizer
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.tasks import plan_recipe, run_recipe

@@ -3,24 +3,42 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from toolkit.config import Recipe, load_recipe, recipe_from_dict, with_params
+from toolkit.config import load_recipe, recipe_from_dict, with_params
+from toolkit.data.records import resolve_data_path
 from toolkit.errors import ConfigError
 
 MINIMAL = {"task": "token_classification", "name": "t", "data": {"train": "sample:clinical_train", "dev": "sample:clinical_dev"}}
 
 
+def task_named_by(stem: str) -> str:
+    """The task a recipe's file name promises: <dataset>_<target>_<mlm|clm>, pre-training as ..._pretrain_<mlm|clm>."""
+    objective = stem.rsplit("_", 1)[-1]
+    assert objective in ("mlm", "clm"), f"{stem}: name recipes <dataset>_<target>_<mlm|clm>"
+    if stem.endswith(("_pretrain_mlm", "_pretrain_clm")):
+        return f"pretrain_{objective}"
+    return "token_classification" if objective == "mlm" else "span_generation"
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "recipes").glob("*.yaml")), ids=lambda p: p.name)
-def test_every_recipe_validates(path):
-    recipe = load_recipe(path)
-    assert isinstance(recipe, Recipe)
+def test_every_recipe_validates_and_its_name_says_its_task(path):
+    recipe = load_recipe(path)  # a ConfigError lists every problem
     assert path.stem == recipe.name or recipe.sweep is not None or path.stem.startswith(recipe.name)
+    expected = task_named_by(path.stem)
+    # A decoder tagging tokens is still a token_classification recipe; its name says clm only when it generates.
+    assert recipe.task == expected, f"{path.name}: task {recipe.task}, but the name promises {expected}"
+    for ref in (recipe.data.train, recipe.data.dev):
+        assert ref.startswith(("sample:", "../shared/data/")), f"{path.name}: data {ref!r} is neither the sample nor the shared data"
+        if ref.startswith("sample:"):
+            resolve_data_path(ref)
     if recipe.sweep is not None and recipe.sweep.method == "grid":
         with_params(recipe, {k: v[0] for k, v in recipe.sweep.params.items()})
 
 
-def test_recipe_names_follow_the_convention():
-    for path in (REPO / "recipes").glob("*.yaml"):
-        assert path.stem.rsplit("_", 1)[-1] in ("mlm", "clm"), path.name
+def test_a_misnamed_recipe_is_caught():
+    assert task_named_by("bc5cdr_domain_pretrain_mlm") == "pretrain_mlm"
+    assert task_named_by("ncbi_disease_clm") == "span_generation"
+    with pytest.raises(AssertionError):
+        task_named_by("ncbi_disease_tagger")
 
 
 def test_every_error_is_reported_at_once_with_its_key_path():

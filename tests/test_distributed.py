@@ -1,19 +1,16 @@
 """The same recipe across 2 CPU processes (torchrun, gloo): both ranks finish, rank 0 alone writes."""
 
 import json
-import socket
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from toolkit.deploy.launch import free_port
 
 
+@pytest.mark.slow
 def test_two_process_data_parallel_run(tiny_bert, tmp_path):
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}", "--master_addr=127.0.0.1",

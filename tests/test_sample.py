@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 from toolkit.data.sample import SAMPLE_FILES
@@ -13,6 +14,7 @@ def test_committed_sample_equals_the_generator_output(tmp_path):
             assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes(), f"{path.name}: run python scripts/build_sample.py"
 
 
+@pytest.mark.slow
 def test_demo_main_job_runs_clean(tmp_path, tiny_bert, tiny_llama):
     # The real demo fine-tunes MiniLM and SmolLM2 for minutes; the test runs the same job on tiny models.
     proc = subprocess.run(

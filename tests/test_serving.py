@@ -1,23 +1,16 @@
 """The BentoML service, started for real on 127.0.0.1 and spoken to over HTTP."""
 
 import json
-import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from toolkit.data.records import load_records
-from toolkit.deploy.launch import Server
+from toolkit.deploy.launch import Server, free_port
 from toolkit.evaluate.evaluation import evaluate_run
 
 KEY = "test-key-123"
 AUTH = {"X-API-Key": KEY}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

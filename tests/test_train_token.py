@@ -65,7 +65,7 @@ def test_lora_trains_few_parameters_and_saves_a_merged_model(tiny_bert, tmp_path
     cfg = recipe(tiny_bert, tmp_path, "model.lora.enabled=true", "model.lora.target_modules=[query,value]", "model.lora.r=4", "train.epochs=2")
     plan = plan_recipe(cfg)
     assert plan["trainable_parameters"] < plan["parameters"] / 5
-    result = run_recipe(cfg, tmp_path / "demo_mlm")
+    run_recipe(cfg, tmp_path / "demo_mlm")
     assert (tmp_path / "demo_mlm" / "model" / "adapter" / "adapter_config.json").is_file()
     assert not any(p.name.startswith("adapter_model") for p in (tmp_path / "demo_mlm" / "model").iterdir())
     metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_train", tmp_path / "e", bootstrap=0)

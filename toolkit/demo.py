@@ -125,10 +125,9 @@ DEMO_REQUEST = (
 
 def serve_demo(run: Path, workdir: Path, console: Console) -> None:
     import json
-    import socket
 
     from toolkit.deploy.export import export_run
-    from toolkit.deploy.launch import Server
+    from toolkit.deploy.launch import Server, free_port
 
     console.rule("[bold]Export to ONNX (int8) and serve with BentoML")
     artifact = workdir / "artifacts" / f"{run.name}-int8"
@@ -136,10 +135,7 @@ def serve_demo(run: Path, workdir: Path, console: Console) -> None:
     p = manifest["parity"]
     console.print(f"Exported {artifact}: span F1 PyTorch {p['pytorch_span_f1']:.3f}, ONNX fp32 {p['fp32']['span_f1']:.3f} "
                   f"(max logit diff {p['fp32']['max_logit_diff']:.1e}), int8 {p['int8']['span_f1']:.3f} on {p['documents']} dev documents")
-    with socket.socket() as sock:  # a free port, so the demo never collides with a running service
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    with Server(artifact, port=port, log=workdir / "serve.log") as server:
+    with Server(artifact, port=free_port(), log=workdir / "serve.log") as server:
         console.print(f"Service ready at {server.url} (log: {workdir / 'serve.log'})")
         console.print(f"POST /extract {json.dumps({'text': DEMO_REQUEST})}")
         status, body = server.post("/extract", {"text": DEMO_REQUEST})

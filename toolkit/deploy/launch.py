@@ -15,6 +15,15 @@ from toolkit.errors import ToolkitError
 from toolkit.rundir import MANIFEST
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, so a service started here never collides with a running one."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int = 10_000, **limits: int | str) -> dict[str, str]:
     """The environment the service module reads its settings from (see toolkit.deploy.serving)."""
     # A cheap check here, so a wrong path fails with its fix rather than inside a worker;

@@ -168,7 +168,7 @@ class Extraction:
         import aiohttp
 
         # Under many concurrent requests the internal HTTP connection to the model service is
-        # sometimes closed as it is reused (aiohttp ServerDisconnectedError; seen at 32 clients).
+        # sometimes closed as it is reused (aiohttp ServerDisconnectedError; docs/benchmarks.md, Export and serving).
         # Tagging has no side effects, so the call is retried on a fresh connection.
         for _ in range(2):
             try:
