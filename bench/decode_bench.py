@@ -41,13 +41,27 @@ def main() -> None:
             speeds[mode].append(rep["generated_tokens_per_second"])
             unlocated = [[h["label"] for h in rep["hallucinated"] if h["doc"] == i] for i in range(len(texts))]
             s = score(texts, [r.spans for r in records], preds, bootstrap=0, unlocated=unlocated)["summary"]
-            results[mode] = {"span_f1": s["span_f1"], "span_recall": s["span_recall"], "span_precision": s["span_precision"],
-                             "hallucinated_spans": rep["hallucinated_spans"], "recovered_by": rep["recovered_by"],
-                             "generated_tokens": rep["generated_tokens"]}
+            results[mode] = {
+                "span_f1": s["span_f1"],
+                "span_recall": s["span_recall"],
+                "span_precision": s["span_precision"],
+                "hallucinated_spans": rep["hallucinated_spans"],
+                "recovered_by": rep["recovered_by"],
+                "generated_tokens": rep["generated_tokens"],
+            }
     med = {m: statistics.median(v) for m, v in speeds.items()}
-    print(json.dumps({"data": args.data, "documents": len(texts), "repeat": args.repeat,
-                      "tokens_per_second_median": med, "constrained_over_free": round(med["constrained"] / med["free"], 3),
-                      "results": results}))
+    print(
+        json.dumps(
+            {
+                "data": args.data,
+                "documents": len(texts),
+                "repeat": args.repeat,
+                "tokens_per_second_median": med,
+                "constrained_over_free": round(med["constrained"] / med["free"], 3),
+                "results": results,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

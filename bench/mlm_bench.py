@@ -77,9 +77,18 @@ def run_baseline(recipe, out_dir: Path) -> dict:
     dev_w, _, dev_enc = encode(dev_records)
     t = recipe.train
     args = TrainingArguments(
-        output_dir=str(out_dir / "baseline_checkpoints"), learning_rate=t.learning_rate, num_train_epochs=t.epochs,
-        per_device_train_batch_size=t.batch_size, per_device_eval_batch_size=t.eval_batch_size, warmup_ratio=t.warmup_ratio,
-        weight_decay=t.weight_decay, seed=recipe.seed, report_to=[], save_strategy="no", logging_steps=50, dataloader_pin_memory=False,
+        output_dir=str(out_dir / "baseline_checkpoints"),
+        learning_rate=t.learning_rate,
+        num_train_epochs=t.epochs,
+        per_device_train_batch_size=t.batch_size,
+        per_device_eval_batch_size=t.eval_batch_size,
+        warmup_ratio=t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        seed=recipe.seed,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=50,
+        dataloader_pin_memory=False,
     )
     from datasets import Dataset
 
@@ -93,19 +102,34 @@ def run_baseline(recipe, out_dir: Path) -> dict:
     logits = trainer.predict(dev_ds).predictions
     eval_seconds = time.perf_counter() - started
     mask = [np.asarray(m, dtype=bool) for m in dev_enc["attention_mask"]]
-    spans = decode_documents([r.text for r in dev_records], [w.doc for w in dev_w],
-                             [[o for o, k in zip(w.offsets, m) if k] for w, m in zip(dev_w, mask)],
-                             [[x for x, k in zip(w.word_ids, m) if k] for w, m in zip(dev_w, mask)],
-                             [lg[m] for lg, m in zip(logits, mask)], flat)
-    metrics = score([r.text for r in dev_records], [r.spans for r in dev_records], spans, recipe.eval.boundary_tolerance,
-                    recipe.eval.jaccard_threshold, recipe.eval.bootstrap, recipe.seed)
+    spans = decode_documents(
+        [r.text for r in dev_records],
+        [w.doc for w in dev_w],
+        [[o for o, k in zip(w.offsets, m) if k] for w, m in zip(dev_w, mask)],
+        [[x for x, k in zip(w.word_ids, m) if k] for w, m in zip(dev_w, mask)],
+        [lg[m] for lg, m in zip(logits, mask)],
+        flat,
+    )
+    metrics = score(
+        [r.text for r in dev_records],
+        [r.spans for r in dev_records],
+        spans,
+        recipe.eval.boundary_tolerance,
+        recipe.eval.jaccard_threshold,
+        recipe.eval.bootstrap,
+        recipe.seed,
+    )
     epochs = float(trainer.state.epoch or 0)
     tokens = len(train_w) * ml
     real = sum(sum(m) for m in train_enc["attention_mask"])
     return {
-        "summary": metrics["summary"], "ci95": metrics["ci95"], "length_buckets": metrics["length_buckets"],
+        "summary": metrics["summary"],
+        "ci95": metrics["ci95"],
+        "length_buckets": metrics["length_buckets"],
         "run": {
-            "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1), "optimizer_steps": trainer.state.global_step,
+            "train_seconds": round(train_seconds, 1),
+            "eval_seconds": round(eval_seconds, 1),
+            "optimizer_steps": trainer.state.global_step,
             "train_tokens_per_second": round(tokens * epochs / train_seconds, 1),
             "train_real_tokens_per_second": round(real * epochs / train_seconds, 1),
             "train_tokens_seen_fraction": round(real / sum(len(tok(r.text, add_special_tokens=False)["input_ids"]) for r in train_records), 3),

@@ -38,8 +38,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def latency_stats(seconds: list[float]) -> dict:
-    return {"p50_ms": round(1000 * statistics.median(seconds), 1), "p95_ms": round(1000 * percentile(seconds, 95), 1),
-            "docs_per_s": round(len(seconds) / sum(seconds), 2)}
+    return {
+        "p50_ms": round(1000 * statistics.median(seconds), 1),
+        "p95_ms": round(1000 * percentile(seconds, 95), 1),
+        "docs_per_s": round(len(seconds) / sum(seconds), 2),
+    }
 
 
 def f1_of(records, predictions) -> float:
@@ -127,6 +130,7 @@ def bench_service(run: Path, data: str, requests_per_client: int, clients: list[
         with Server(art, port=3311, max_batch_size=max_batch, max_latency_ms=60_000, log=RESULTS / f"serve_{batching}.log") as server:
             server.post("/extract", {"text": texts[0]})
             for n in clients:
+
                 def client(k: int) -> list[tuple[int, float]]:
                     got = []
                     for i in range(requests_per_client):
@@ -141,7 +145,9 @@ def bench_service(run: Path, data: str, requests_per_client: int, clients: list[
                 wall = time.perf_counter() - started
                 ok = [s for status, s in results if status == 200]
                 row = {
-                    "requests": len(results), "errors": len(results) - len(ok), "docs_per_s": round(len(ok) / wall, 2),
+                    "requests": len(results),
+                    "errors": len(results) - len(ok),
+                    "docs_per_s": round(len(ok) / wall, 2),
                     "p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
                     "p95_ms": round(1000 * percentile(ok, 95), 1) if ok else None,
                     "p99_ms": round(1000 * percentile(ok, 99), 1) if ok else None,
@@ -165,9 +171,13 @@ def bench_clm(run: Path, max_docs: int, constrained: bool) -> dict:
         system.predict(texts[:1], constrained=constrained)  # warm-up
         predictions = system.predict(texts, constrained=constrained)
         report = system.last_report
-        out[name] = {"seconds": report["seconds"], "generated_tokens": report["generated_tokens"],
-                     "tokens_per_s": report["generated_tokens_per_second"], "span_f1": f1_of(records, predictions),
-                     "hallucinated": report["hallucinated_spans"]}
+        out[name] = {
+            "seconds": report["seconds"],
+            "generated_tokens": report["generated_tokens"],
+            "tokens_per_s": report["generated_tokens_per_second"],
+            "span_f1": f1_of(records, predictions),
+            "hallucinated": report["hallucinated_spans"],
+        }
         print(name, json.dumps(out[name]), flush=True)
     out["speedup_tokens_per_s"] = round(out["onnx_fp32"]["tokens_per_s"] / out["pytorch"]["tokens_per_s"], 2)
     return out

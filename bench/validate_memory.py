@@ -29,9 +29,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 VARIANTS = {
     "baseline": "import toolkit.data.check, toolkit.data.validation",
     "check": "import io, contextlib\nfrom toolkit.cli import app\nbuf = io.StringIO()\n"
-             "with contextlib.redirect_stdout(buf):\n"
-             "    try:\n        app(['check', sys.argv[1], '--no-tokenizer', '--json'])\n"
-             "    except SystemExit:\n        pass",
+    "with contextlib.redirect_stdout(buf):\n"
+    "    try:\n        app(['check', sys.argv[1], '--no-tokenizer', '--json'])\n"
+    "    except SystemExit:\n        pass",
     "naive": "import toolkit.data.check\nrows = [json.loads(l) for l in open(sys.argv[1], encoding='utf-8')]",
 }
 

@@ -16,13 +16,39 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parent.parent / "toolkit" / "data" / "sample"
 
 COMPANIES = [
-    "Harborview Analytics Ltd.", "Quillon Medical Devices Inc.", "Brightwater Logistics LLC", "Orchard Lane Software GmbH",
-    "Tessellate Robotics Corp.", "Palisade Foods Co.", "Northgate Energy Partners LP", "Kestrel Print Works Ltd.",
-    "Meridian Textile Group S.A.", "Cobalt Ridge Pharmaceuticals Inc.", "Silverfern Hospitality Ltd.", "Lumen Arc Systems Inc.",
+    "Harborview Analytics Ltd.",
+    "Quillon Medical Devices Inc.",
+    "Brightwater Logistics LLC",
+    "Orchard Lane Software GmbH",
+    "Tessellate Robotics Corp.",
+    "Palisade Foods Co.",
+    "Northgate Energy Partners LP",
+    "Kestrel Print Works Ltd.",
+    "Meridian Textile Group S.A.",
+    "Cobalt Ridge Pharmaceuticals Inc.",
+    "Silverfern Hospitality Ltd.",
+    "Lumen Arc Systems Inc.",
 ]
-PLACES = ["the State of Delaware", "the State of New York", "England and Wales", "the Province of Ontario", "the State of California", "the Commonwealth of Massachusetts", "the State of Texas", "Ireland"]
+PLACES = [
+    "the State of Delaware",
+    "the State of New York",
+    "England and Wales",
+    "the Province of Ontario",
+    "the State of California",
+    "the Commonwealth of Massachusetts",
+    "the State of Texas",
+    "Ireland",
+]
 NUMBERS = [("thirty", 30), ("sixty", 60), ("ninety", 90), ("fifteen", 15), ("forty-five", 45), ("one hundred twenty", 120)]
-PRODUCTS = ["warehouse management services", "calibration equipment", "hosted analytics software", "packaged snack products", "printing services", "laboratory reagents", "industrial robots"]
+PRODUCTS = [
+    "warehouse management services",
+    "calibration equipment",
+    "hosted analytics software",
+    "packaged snack products",
+    "printing services",
+    "laboratory reagents",
+    "industrial robots",
+]
 
 CONTRACT_OPENERS = [
     "This Services Agreement is entered into by {a} and {b} as of the Effective Date.",
@@ -72,7 +98,18 @@ PATIENT_OPENERS = [
     "{Sex}, aged {age}, seen in follow-up for {symptom}.",
 ]
 SYMPTOMS = ["a persistent cough", "shortness of breath", "chest discomfort", "intermittent fever", "fatigue and weight loss", "morning headaches"]
-DISEASES = ["type 2 diabetes", "hypertension", "asthma", "chronic kidney disease", "atrial fibrillation", "community-acquired pneumonia", "migraine", "hypothyroidism", "heart failure", "rheumatoid arthritis"]
+DISEASES = [
+    "type 2 diabetes",
+    "hypertension",
+    "asthma",
+    "chronic kidney disease",
+    "atrial fibrillation",
+    "community-acquired pneumonia",
+    "migraine",
+    "hypothyroidism",
+    "heart failure",
+    "rheumatoid arthritis",
+]
 CHEMICALS = ["metformin", "lisinopril", "salbutamol", "warfarin", "amoxicillin", "levothyroxine", "furosemide", "methotrexate", "sumatriptan", "atorvastatin"]
 HISTORY = [
     "Past history includes {d1} and {d2}.",
@@ -132,7 +169,13 @@ def contract(rng: random.Random, rid: str) -> dict:
     b = Builder()
     a, c = rng.sample(COMPANIES, 2)
     b.add(rng.choice(CONTRACT_OPENERS), a=(a, "Parties"), b=(c, "Parties"))
-    clauses = [("Governing Law", GOVERNING), ("Termination", TERMINATION), ("Confidentiality", CONFIDENTIALITY), ("Limitation of Liability", LIABILITY), ("Payment Terms", PAYMENT)]
+    clauses = [
+        ("Governing Law", GOVERNING),
+        ("Termination", TERMINATION),
+        ("Confidentiality", CONFIDENTIALITY),
+        ("Limitation of Liability", LIABILITY),
+        ("Payment Terms", PAYMENT),
+    ]
     chosen = rng.sample(clauses, rng.randint(3, 5))
     for label, options in chosen:
         if rng.random() < 0.6:

@@ -30,7 +30,9 @@ def tiny_tokenizer_dir(tmp_path_factory) -> Path:
     tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]", model_max_length=64)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]", model_max_length=64
+    )
     out = tmp_path_factory.mktemp("tiny_tokenizer")
     fast.save_pretrained(out)
     return out
@@ -57,10 +59,24 @@ def tiny_mlm_run(tiny_bert, tmp_path_factory) -> Path:
     from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("tiny_mlm_run")
-    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
-        f"model.name={tiny_bert}", f"output_dir={out}", "data.train=sample:clinical_train", "data.dev=sample:clinical_train",
-        "data.max_train_docs=5", "data.max_dev_docs=5", "train.epochs=40", "train.learning_rate=3e-3", "train.batch_size=5",
-        "train.warmup_ratio=0", "train.early_stopping_patience=null", "eval.bootstrap=0", "model.dropout.embedding=0"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={tiny_bert}",
+            f"output_dir={out}",
+            "data.train=sample:clinical_train",
+            "data.dev=sample:clinical_train",
+            "data.max_train_docs=5",
+            "data.max_dev_docs=5",
+            "train.epochs=40",
+            "train.learning_rate=3e-3",
+            "train.batch_size=5",
+            "train.warmup_ratio=0",
+            "train.early_stopping_patience=null",
+            "eval.bootstrap=0",
+            "model.dropout.embedding=0",
+        ],
+    )
     run_recipe(recipe, out / "demo_mlm")
     return out / "demo_mlm"
 

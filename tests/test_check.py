@@ -19,14 +19,21 @@ def test_distribution_nearest_rank():
 
 
 def test_report_on_hand_built_corpus(tmp_path):
-    f = write(tmp_path / "c.jsonl", [
-        {"id": "1", "text": "Either party may terminate on thirty days notice.", "spans": [
-            {"start": 0, "end": 49, "label": "Termination"},
-            {"start": 30, "end": 48, "label": "Notice Period"},
-            {"start": 0, "end": 49, "label": "Renewal"},
-        ]},
-        {"id": "2", "text": "No clauses here.", "spans": []},
-    ])
+    f = write(
+        tmp_path / "c.jsonl",
+        [
+            {
+                "id": "1",
+                "text": "Either party may terminate on thirty days notice.",
+                "spans": [
+                    {"start": 0, "end": 49, "label": "Termination"},
+                    {"start": 30, "end": 48, "label": "Notice Period"},
+                    {"start": 0, "end": 49, "label": "Renewal"},
+                ],
+            },
+            {"id": "2", "text": "No clauses here.", "spans": []},
+        ],
+    )
     result = run_check([f])
     r = result.report
     assert result.exit_code() == 0
@@ -39,7 +46,9 @@ def test_report_on_hand_built_corpus(tmp_path):
 
 
 def test_token_statistics_with_a_real_fast_tokenizer(tmp_path, tiny_tokenizer_dir):
-    f = write(tmp_path / "c.jsonl", [{"id": "1", "text": "aa bb cc dd ee ff", "spans": [{"start": 3, "end": 8, "label": "X"}, {"start": 4, "end": 8, "label": "Y"}]}])
+    f = write(
+        tmp_path / "c.jsonl", [{"id": "1", "text": "aa bb cc dd ee ff", "spans": [{"start": 3, "end": 8, "label": "X"}, {"start": 4, "end": 8, "label": "Y"}]}]
+    )
     r = run_check([f], tokenizer=str(tiny_tokenizer_dir), max_length=6).report
     assert r["doc_tokens"]["max"] == 6
     assert r["span_tokens"]["max"] == 2

@@ -35,17 +35,24 @@ def test_target_and_parse_round_trip():
 
 
 def test_recovery_repeats_whitespace_near_misses_and_inventions():
-    gen = [G("C", "aspirin"), G("C", "aspirin"), G("C", "stopped aspirin and started"), G("C", "warfarin; aspirin"),
-           G("C", "warfarine"), G("C", "ibuprofen"), G("C", "Aspirin")]
+    gen = [
+        G("C", "aspirin"),
+        G("C", "aspirin"),
+        G("C", "stopped aspirin and started"),
+        G("C", "warfarin; aspirin"),
+        G("C", "warfarine"),
+        G("C", "ibuprofen"),
+        G("C", "Aspirin"),
+    ]
     r = recover_offsets(WINDOW, gen, min_similarity=85)
     got = [(WINDOW[s.start : s.end], s.method) for s in r.spans]
-    assert got[0] == ("aspirin", "exact") and r.spans[0].start == 26          # first occurrence after the cursor
+    assert got[0] == ("aspirin", "exact") and r.spans[0].start == 26  # first occurrence after the cursor
     assert got[1] == ("aspirin", "exact") and r.spans[1].start == WINDOW.rindex("aspirin")  # the repeat takes the next one
-    assert got[2] == ("stopped aspirin and  started", "whitespace")          # whitespace drift
-    assert got[3] == ("warfarin;\naspirin", "whitespace")                    # newline in the source
-    assert got[4][1] == "fuzzy" and got[4][0] == "warfarin"                   # near miss
+    assert got[2] == ("stopped aspirin and  started", "whitespace")  # whitespace drift
+    assert got[3] == ("warfarin;\naspirin", "whitespace")  # newline in the source
+    assert got[4][1] == "fuzzy" and got[4][0] == "warfarin"  # near miss
     assert got[5] == ("Aspirin", "exact") and r.spans[5].start == 0
-    assert r.hallucinated == [G("C", "ibuprofen")]                            # invented: a false positive
+    assert r.hallucinated == [G("C", "ibuprofen")]  # invented: a false positive
 
 
 def test_grammar_only_accepts_substrings_of_the_window():
@@ -88,7 +95,7 @@ def test_copy_processor_masks_tokens_that_leave_the_window(tiny_llama):
     out = processor(ids, scores)
     allowed = [i for i in range(len(tok)) if out[0, i] > float("-inf")]
     texts = [tok.decode([i]) for i in allowed]
-    assert allowed and all(("Chemical: war" + t).split("\n")[0][len("Chemical: "):] in "We stopped warfarin." for t in texts)
+    assert allowed and all(("Chemical: war" + t).split("\n")[0][len("Chemical: ") :] in "We stopped warfarin." for t in texts)
     assert tok.eos_token_id not in allowed  # no end in the middle of a line
 
 
@@ -111,9 +118,20 @@ def test_spans_longer_than_a_window_are_reported(tiny_llama):
     assert report.windows > 1 and report.spans_not_representable == 1
 
 
-CLM = ["data.train=sample:clinical_train", "data.dev=sample:clinical_train", "data.max_train_docs=2", "data.max_dev_docs=2",
-       "train.epochs=150", "train.learning_rate=5e-3", "train.batch_size=2", "model.lora.enabled=false", "train.warmup_ratio=0",
-       "train.eval_every=150", "eval.bootstrap=10", "generation.max_new_tokens=96"]
+CLM = [
+    "data.train=sample:clinical_train",
+    "data.dev=sample:clinical_train",
+    "data.max_train_docs=2",
+    "data.max_dev_docs=2",
+    "train.epochs=150",
+    "train.learning_rate=5e-3",
+    "train.batch_size=2",
+    "model.lora.enabled=false",
+    "train.warmup_ratio=0",
+    "train.eval_every=150",
+    "eval.bootstrap=10",
+    "generation.max_new_tokens=96",
+]
 
 
 def test_tiny_decoder_overfits_two_documents(tiny_llama, tmp_path):
@@ -131,10 +149,24 @@ def test_lora_clm_trains_adapters_only(tiny_llama, tmp_path):
 
 
 def test_decoder_as_tagger_runs_through_the_mlm_code(tiny_llama, tmp_path):
-    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
-        f"model.name={tiny_llama}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_train",
-        "data.max_train_docs=5", "data.max_dev_docs=5", "train.epochs=40", "train.learning_rate=3e-3", "train.batch_size=5",
-        "train.warmup_ratio=0", "model.multi_label=false", "model.dropout.embedding=0", "eval.bootstrap=10"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={tiny_llama}",
+            f"output_dir={tmp_path}",
+            "data.train=sample:clinical_train",
+            "data.dev=sample:clinical_train",
+            "data.max_train_docs=5",
+            "data.max_dev_docs=5",
+            "train.epochs=40",
+            "train.learning_rate=3e-3",
+            "train.batch_size=5",
+            "train.warmup_ratio=0",
+            "model.multi_label=false",
+            "model.dropout.embedding=0",
+            "eval.bootstrap=10",
+        ],
+    )
     result = run_recipe(recipe, tmp_path / "demo_mlm")
     assert result.summary["span_f1"] == 1.0
     from transformers import AutoConfig
@@ -147,8 +179,10 @@ def test_compare_table_equals_the_scorer_on_fixed_predictions():
     gold = [[Span(start=0, end=49, label="Termination"), Span(start=50, end=len(text), label="Governing Law")]]
     a = [[PredictedSpan(0, 49, "Termination", 0.9), PredictedSpan(55, len(text), "Governing Law", 0.6)]]
     b = [[PredictedSpan(0, 49, "Termination", 1.0)]]
-    systems = [System("mlm", Path("runs/mlm"), "token_classification", a, [[]], 1.0, 100.0, "input tokens/s"),
-               System("clm", Path("runs/clm"), "span_generation", b, [["Governing Law"]], 4.0, 10.0, "generated tokens/s")]
+    systems = [
+        System("mlm", Path("runs/mlm"), "token_classification", a, [[]], 1.0, 100.0, "input tokens/s"),
+        System("clm", Path("runs/clm"), "span_generation", b, [["Governing Law"]], 4.0, 10.0, "generated tokens/s"),
+    ]
     summary = summarize(systems, [text], gold, [1, 3], bootstrap=50)
     header, rows = table_rows(summary, [1, 3])
     for row, preds, unl in zip(rows, (a, b), ([[]], [["Governing Law"]])):
@@ -163,9 +197,19 @@ def test_compare_table_equals_the_scorer_on_fixed_predictions():
 def test_compare_reuses_saved_predictions(tiny_bert, tmp_path):
     from toolkit.evaluate.compare import compare
 
-    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
-        f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_dev",
-        "data.max_train_docs=5", "train.epochs=2", "eval.bootstrap=10", "model.multi_label=false"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={tiny_bert}",
+            f"output_dir={tmp_path}",
+            "data.train=sample:clinical_train",
+            "data.dev=sample:clinical_dev",
+            "data.max_train_docs=5",
+            "train.epochs=2",
+            "eval.bootstrap=10",
+            "model.multi_label=false",
+        ],
+    )
     result = run_recipe(recipe, tmp_path / "demo_mlm")
     fresh = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c1", bootstrap=10)
     reused = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c2", bootstrap=10, reuse=True)
@@ -177,10 +221,20 @@ def test_eval_and_compare_apply_the_runs_label_map(tiny_bert, tmp_path):
     from toolkit.evaluate.compare import compare
     from toolkit.evaluate.evaluation import evaluate_run
 
-    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
-        f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_dev",
-        "data.max_train_docs=5", "train.epochs=1", "eval.bootstrap=10", "model.multi_label=false",
-        "data.label_map={Chemical: Entity, Disease: Entity}"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={tiny_bert}",
+            f"output_dir={tmp_path}",
+            "data.train=sample:clinical_train",
+            "data.dev=sample:clinical_dev",
+            "data.max_train_docs=5",
+            "train.epochs=1",
+            "eval.bootstrap=10",
+            "model.multi_label=false",
+            "data.label_map={Chemical: Entity, Disease: Entity}",
+        ],
+    )
     run_recipe(recipe, tmp_path / "demo_mlm")
     metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=0)
     assert metrics["counts"]["gold_spans"] > 0  # raw Chemical/Disease spans are mapped to the run's Entity label

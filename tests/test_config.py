@@ -67,7 +67,9 @@ def test_sweep_validation():
         recipe_from_dict({**MINIMAL, "sweep": {"method": "optuna", "params": {"train.learning_rate": [1e-5]}}})
     with pytest.raises(ConfigError, match="ranges"):
         recipe_from_dict({**MINIMAL, "sweep": {"params": {"train.learning_rate": {"low": 1e-5, "high": 1e-4}}}})
-    ok = recipe_from_dict({**MINIMAL, "sweep": {"method": "optuna", "n_trials": 3, "params": {"train.learning_rate": {"low": 1e-5, "high": 1e-4, "log": True}}}})
+    ok = recipe_from_dict(
+        {**MINIMAL, "sweep": {"method": "optuna", "n_trials": 3, "params": {"train.learning_rate": {"low": 1e-5, "high": 1e-4, "log": True}}}}
+    )
     assert ok.sweep.n_trials == 3
 
 

@@ -13,10 +13,25 @@ from toolkit.deploy.launch import free_port
 @pytest.mark.slow
 def test_two_process_data_parallel_run(tiny_bert, tmp_path):
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}", "--master_addr=127.0.0.1",
-        "-m", "toolkit", "run", str(REPO / "recipes" / "demo_mlm.yaml"),
-        f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_dev",
-        "data.max_train_docs=8", "data.max_dev_docs=4", "train.max_steps=4", "train.batch_size=2", "eval.bootstrap=10",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        f"--master_port={free_port()}",
+        "--master_addr=127.0.0.1",
+        "-m",
+        "toolkit",
+        "run",
+        str(REPO / "recipes" / "demo_mlm.yaml"),
+        f"model.name={tiny_bert}",
+        f"output_dir={tmp_path}",
+        "data.train=sample:clinical_train",
+        "data.dev=sample:clinical_dev",
+        "data.max_train_docs=8",
+        "data.max_dev_docs=4",
+        "train.max_steps=4",
+        "train.batch_size=2",
+        "eval.bootstrap=10",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     out = proc.stdout + proc.stderr

@@ -86,12 +86,17 @@ def test_cli_export_reports_parity(tiny_mlm_run, tmp_path):
     import sys
 
     out = tmp_path / "cli"
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(out), "--parity-docs", "2"],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(out), "--parity-docs", "2"], capture_output=True, text=True, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stderr
     assert "max logit diff" in proc.stdout and (out / "manifest.json").is_file()
-    bad = subprocess.run([sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(tmp_path / "x"), "--quantize", "int4"],
-                         capture_output=True, text=True, cwd=REPO)
+    bad = subprocess.run(
+        [sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(tmp_path / "x"), "--quantize", "int4"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr + bad.stdout
 
 
@@ -125,10 +130,24 @@ def test_lora_run_exports_merged_with_parity(tiny_bert, tmp_path):
     from toolkit.config import load_recipe
     from toolkit.tasks import run_recipe
 
-    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [
-        f"model.name={tiny_bert}", f"output_dir={tmp_path}", "data.train=sample:clinical_train", "data.dev=sample:clinical_train",
-        "data.max_train_docs=5", "data.max_dev_docs=5", "train.epochs=20", "train.learning_rate=3e-3", "train.batch_size=5",
-        "train.warmup_ratio=0", "eval.bootstrap=0", "model.lora.enabled=true", "model.lora.r=4"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={tiny_bert}",
+            f"output_dir={tmp_path}",
+            "data.train=sample:clinical_train",
+            "data.dev=sample:clinical_train",
+            "data.max_train_docs=5",
+            "data.max_dev_docs=5",
+            "train.epochs=20",
+            "train.learning_rate=3e-3",
+            "train.batch_size=5",
+            "train.warmup_ratio=0",
+            "eval.bootstrap=0",
+            "model.lora.enabled=true",
+            "model.lora.r=4",
+        ],
+    )
     run_recipe(recipe, tmp_path / "lora")
     assert (tmp_path / "lora" / "model" / "adapter").is_dir()
     manifest = export_run(tmp_path / "lora", tmp_path / "lora_art", parity_docs=5)

@@ -112,15 +112,22 @@ def test_labelstudio_utf16_offsets_and_annotation_choice(tmp_path):
     text = "Patient 🙂 reports asthma and takes salbutamol."
     # JavaScript offsets: the emoji counts as two code units.
     tasks = [
-        {"id": 7, "data": {"text": text}, "annotations": [
-            {"id": 1, "was_cancelled": True, "result": []},
-            {"id": 2, "result": [
-                {"type": "labels", "value": {"start": 19, "end": 25, "text": "asthma", "labels": ["Disease"]}},
-                {"type": "labels", "value": {"start": 36, "end": 46, "text": "salbutamol", "labels": ["Chemical"]}},
-                {"type": "choices", "value": {"choices": ["reviewed"]}},
-            ]},
-            {"id": 3, "result": []},
-        ]},
+        {
+            "id": 7,
+            "data": {"text": text},
+            "annotations": [
+                {"id": 1, "was_cancelled": True, "result": []},
+                {
+                    "id": 2,
+                    "result": [
+                        {"type": "labels", "value": {"start": 19, "end": 25, "text": "asthma", "labels": ["Disease"]}},
+                        {"type": "labels", "value": {"start": 36, "end": 46, "text": "salbutamol", "labels": ["Chemical"]}},
+                        {"type": "choices", "value": {"choices": ["reviewed"]}},
+                    ],
+                },
+                {"id": 3, "result": []},
+            ],
+        },
         {"id": 8, "data": {"text": "Unlabeled."}, "annotations": []},
     ]
     path = tmp_path / "export.json"
@@ -197,7 +204,9 @@ def test_cli_import_writes_jsonl_and_report(tmp_path):
     out, report = tmp_path / "o.jsonl", tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, "-m", "toolkit", "import", "brat", str(FIXTURES / "brat"), "-o", str(out), "--report", str(report)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the text mismatch is an error
     assert "Traceback" not in proc.stdout + proc.stderr

@@ -70,10 +70,10 @@ def test_weighted_multi_label_loss_matches_torch_weighted_cross_entropy():
     # Reference: each layer's own weighted CE terms, pooled over both layers.
     num = den = 0.0
     for layer in range(2):
-        lg, lb = logits[..., layer * 3:(layer + 1) * 3].reshape(-1, 3), labels[..., layer].reshape(-1)
+        lg, lb = logits[..., layer * 3 : (layer + 1) * 3].reshape(-1, 3), labels[..., layer].reshape(-1)
         keep = lb >= 0
         ce = torch.nn.functional.cross_entropy(lg[keep], lb[keep], reduction="none")
-        w = torch.tensor(weights[layer * 3:(layer + 1) * 3])[lb[keep]]
+        w = torch.tensor(weights[layer * 3 : (layer + 1) * 3])[lb[keep]]
         num, den = num + (w * ce).sum(), den + w.sum()
     assert torch.allclose(got, num / den)
     trainer.loss_weights = None

@@ -14,13 +14,17 @@ from toolkit.tasks.pretrain import make_blocks, masking_collator
 
 
 def pretrain_recipe(model, tmp_path, task="pretrain_mlm", **pretrain):
-    return recipe_from_dict({
-        "task": task, "name": "adapt", "output_dir": str(tmp_path),
-        "data": {"train": str(tmp_path / "train.txt"), "dev": str(tmp_path / "train.txt")},
-        "model": {"name": str(model), "max_length": 64, "stride": 0},
-        "train": {"epochs": 30, "learning_rate": 3e-3, "batch_size": 8, "warmup_ratio": 0, "eval_every": 1000},
-        "pretrain": pretrain,
-    })
+    return recipe_from_dict(
+        {
+            "task": task,
+            "name": "adapt",
+            "output_dir": str(tmp_path),
+            "data": {"train": str(tmp_path / "train.txt"), "dev": str(tmp_path / "train.txt")},
+            "model": {"name": str(model), "max_length": 64, "stride": 0},
+            "train": {"epochs": 30, "learning_rate": 3e-3, "batch_size": 8, "warmup_ratio": 0, "eval_every": 1000},
+            "pretrain": pretrain,
+        }
+    )
 
 
 def masked_sample(tokenizer, recipe, blocks=600):
@@ -145,8 +149,10 @@ def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
     at_30 = score_heldout(pretrain_recipe(model_dir, tmp_path, eval_mlm_probability=0.3), tmp_path / "scratch")
     assert 1.6 < at_30["scored_tokens"] / result.metrics["after"]["scored_tokens"] < 2.4
     # The adapted checkpoint is a normal model directory for a fine-tuning recipe.
-    ft = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [f"model.name={model_dir}", f"output_dir={tmp_path}", "data.max_train_docs=3",
-                                                         "data.max_dev_docs=2", "train.epochs=1", "eval.bootstrap=0"])
+    ft = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [f"model.name={model_dir}", f"output_dir={tmp_path}", "data.max_train_docs=3", "data.max_dev_docs=2", "train.epochs=1", "eval.bootstrap=0"],
+    )
     out = run_recipe(ft, tmp_path / "ft")
     assert out.run["optimizer_steps"] >= 1
 

@@ -18,9 +18,21 @@ def test_committed_sample_equals_the_generator_output(tmp_path):
 def test_demo_main_job_runs_clean(tmp_path, tiny_bert, tiny_llama):
     # The real demo fine-tunes MiniLM and SmolLM2 for minutes; the test runs the same job on tiny models.
     proc = subprocess.run(
-        [sys.executable, "-m", "toolkit", "demo", f"mlm.model.name={tiny_bert}", f"clm.model.name={tiny_llama}", "train.epochs=1",
-         "clm.generation.max_new_tokens=16", "--workdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "demo",
+            f"mlm.model.name={tiny_bert}",
+            f"clm.model.name={tiny_llama}",
+            "train.epochs=1",
+            "clm.generation.max_new_tokens=16",
+            "--workdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Round trips" in proc.stdout and "span F1 (exact)" in proc.stdout and "Traceback" not in proc.stderr

@@ -16,8 +16,17 @@ AUTH = {"X-API-Key": KEY}
 @pytest.fixture(scope="module")
 def server(tiny_mlm_artifact, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "server.log"
-    with Server(tiny_mlm_artifact, port=free_port(), log=log, max_batch_size=8, max_latency_ms=5000,
-                api_key=KEY, max_body_bytes=20_000, max_doc_chars=5_000, max_texts=4) as s:
+    with Server(
+        tiny_mlm_artifact,
+        port=free_port(),
+        log=log,
+        max_batch_size=8,
+        max_latency_ms=5000,
+        api_key=KEY,
+        max_body_bytes=20_000,
+        max_doc_chars=5_000,
+        max_texts=4,
+    ) as s:
         yield s
 
 
@@ -43,20 +52,23 @@ def test_label_filter(server):
     assert status == 200 and only["spans"] == [s for s in everything["spans"] if s["label"] == label]
 
 
-@pytest.mark.parametrize("payload, status, needle", [
-    (b'{"text": "unterminated', 400, "json"),
-    ({"text": 5}, 400, "string"),
-    ({"texts": "not a list"}, 400, "list"),
-    ({"text": ""}, 400, "empty"),
-    ({"text": "   \n"}, 400, "empty"),
-    ({"texts": []}, 400, "empty"),
-    ({}, 400, "exactly one"),
-    ({"text": "a", "texts": ["b"]}, 400, "exactly one"),
-    ({"text": "x" * 5_001}, 413, "limit is 5000"),
-    ({"texts": ["a b c"] * 5}, 413, "limit is 4"),
-    ({"text": "x " * 15_000}, 413, "limit is 20000"),
-    ({"text": "fine text", "labels": ["NoSuchLabel"]}, 400, "unknown labels"),
-])
+@pytest.mark.parametrize(
+    "payload, status, needle",
+    [
+        (b'{"text": "unterminated', 400, "json"),
+        ({"text": 5}, 400, "string"),
+        ({"texts": "not a list"}, 400, "list"),
+        ({"text": ""}, 400, "empty"),
+        ({"text": "   \n"}, 400, "empty"),
+        ({"texts": []}, 400, "empty"),
+        ({}, 400, "exactly one"),
+        ({"text": "a", "texts": ["b"]}, 400, "exactly one"),
+        ({"text": "x" * 5_001}, 413, "limit is 5000"),
+        ({"texts": ["a b c"] * 5}, 413, "limit is 4"),
+        ({"text": "x " * 15_000}, 413, "limit is 20000"),
+        ({"text": "fine text", "labels": ["NoSuchLabel"]}, 400, "unknown labels"),
+    ],
+)
 def test_bad_requests_get_a_clear_4xx_and_the_server_keeps_answering(server, payload, status, needle):
     got, body = server.post("/extract", payload, headers=AUTH)
     assert got == status, body

@@ -6,8 +6,14 @@ from toolkit.config import load_recipe
 from toolkit.tasks.sweep import grid_points, run_sweep
 
 BASE = [
-    "data.train=sample:clinical_train", "data.dev=sample:clinical_dev", "data.max_train_docs=5", "data.max_dev_docs=5",
-    "train.max_steps=3", "train.batch_size=5", "eval.bootstrap=20", "train.early_stopping_patience=null",
+    "data.train=sample:clinical_train",
+    "data.dev=sample:clinical_dev",
+    "data.max_train_docs=5",
+    "data.max_dev_docs=5",
+    "train.max_steps=3",
+    "train.batch_size=5",
+    "eval.bootstrap=20",
+    "train.early_stopping_patience=null",
 ]
 
 
@@ -16,8 +22,10 @@ def test_grid_points():
 
 
 def test_grid_sweep_writes_trials_summary_and_heatmap(tiny_bert, tmp_path):
-    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *BASE,
-                         "sweep.params={model.dropout.embedding: [0.0, 0.1], train.learning_rate: [2e-5, 5e-5]}"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *BASE, "sweep.params={model.dropout.embedding: [0.0, 0.1], train.learning_rate: [2e-5, 5e-5]}"],
+    )
     table = run_sweep(recipe)
     base = tmp_path / "demo_mlm"
     rows = list(csv.DictReader((base / "summary.csv").open()))
@@ -38,8 +46,15 @@ def test_grid_sweep_writes_trials_summary_and_heatmap(tiny_bert, tmp_path):
 
 
 def test_optuna_sweep(tiny_bert, tmp_path):
-    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *BASE,
-                         "sweep={method: optuna, n_trials: 2, params: {train.learning_rate: {low: 1e-5, high: 1e-3, log: true}, model.dropout.hidden: [0.0, 0.2]}}"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={tiny_bert}",
+            f"output_dir={tmp_path}",
+            *BASE,
+            "sweep={method: optuna, n_trials: 2, params: {train.learning_rate: {low: 1e-5, high: 1e-3, log: true}, model.dropout.hidden: [0.0, 0.2]}}",
+        ],
+    )
     run_sweep(recipe)
     rows = list(csv.DictReader((tmp_path / "demo_mlm" / "summary.csv").open()))
     assert len(rows) == 2 and all(1e-5 <= float(r["train.learning_rate"]) <= 1e-3 for r in rows)

@@ -58,11 +58,16 @@ def test_leakage_between_train_and_dev():
 
 
 def test_every_problem_of_a_record_is_reported_at_once():
-    obj = {"id": "x", "text": "Fever and cough.", "extra": 1, "spans": [
-        {"start": "0", "end": 5, "label": "Disease"},
-        {"start": 10, "end": 99, "label": "Disease"},
-        {"start": 9, "end": 15, "label": "Symptom"},
-    ]}
+    obj = {
+        "id": "x",
+        "text": "Fever and cough.",
+        "extra": 1,
+        "spans": [
+            {"start": "0", "end": 5, "label": "Disease"},
+            {"start": 10, "end": 99, "label": "Disease"},
+            {"start": 9, "end": 15, "label": "Symptom"},
+        ],
+    }
     checked, problems = check_record(obj, frozenset({"Disease"}), "f.jsonl", 7)
     assert checked is None
     assert sorted((p.kind, p.field) for p in problems) == [
@@ -87,7 +92,9 @@ def test_valid_records_stream_with_bad_spans_counted():
 def test_cli_check_exits_1_without_traceback(name):
     proc = subprocess.run(
         [sys.executable, "-m", "toolkit", "check", str(BROKEN / f"{name}.jsonl"), "--no-tokenizer"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stdout + proc.stderr

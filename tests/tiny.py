@@ -27,16 +27,24 @@ def make_tiny_bert(directory: Path, hidden: int = 64, layers: int = 2, max_posit
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok.train_from_iterator(sample_texts(), trainers.WordPieceTrainer(vocab_size=600, special_tokens=specials))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
         model_max_length=max_positions,
     )
     config = BertConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-        intermediate_size=2 * hidden, max_position_embeddings=max_positions, pad_token_id=0,
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=max_positions,
+        pad_token_id=0,
     )
     directory.mkdir(parents=True, exist_ok=True)
     import torch
@@ -63,13 +71,23 @@ def make_tiny_llama(directory: Path, hidden: int = 64, layers: int = 2) -> Path:
     tok.decoder = decoders.ByteLevel()
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     prompts = ["Extract the spans of these labels, copied verbatim from the text: Chemical, Disease.\nText:\nSpans:\nnone\n"] * 20
-    tok.train_from_iterator(sample_texts() + prompts, trainers.BpeTrainer(vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        sample_texts() + prompts, trainers.BpeTrainer(vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>", model_max_length=2048)
     fast.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-        intermediate_size=2 * hidden, max_position_embeddings=2048, bos_token_id=None, eos_token_id=fast.eos_token_id,
-        pad_token_id=fast.pad_token_id, tie_word_embeddings=True,
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=2048,
+        bos_token_id=None,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+        tie_word_embeddings=True,
     )
     directory.mkdir(parents=True, exist_ok=True)
     import torch

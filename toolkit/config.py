@@ -23,10 +23,17 @@ class _Strict(BaseModel):
 
 
 class DataConfig(_Strict):
-    train: str = Field(description="Span JSONL for training (path, or sample:NAME for the embedded sample); pretrain_*: any text source (.txt file, directory of .txt, JSONL with a `text` field).")
+    train: str = Field(
+        description="Span JSONL for training (path, or sample:NAME for the embedded sample); pretrain_*: any text source (.txt file, directory of .txt, JSONL with a `text` field)."
+    )
     dev: str = Field(description="Span JSONL for the dev metric and early stopping (pretrain_*: held-out text). Never the test split.")
-    label_map: dict[str, str] | None = Field(default=None, description="Rename labels on load (OLD: NEW), e.g. NCBI's four classes to Disease; applied to train and dev.")
-    labels: list[str] | None = Field(default=None, description="Labels to learn (after label_map); spans of other labels are left out (counted) and not scored. Default: every label in train.")
+    label_map: dict[str, str] | None = Field(
+        default=None, description="Rename labels on load (OLD: NEW), e.g. NCBI's four classes to Disease; applied to train and dev."
+    )
+    labels: list[str] | None = Field(
+        default=None,
+        description="Labels to learn (after label_map); spans of other labels are left out (counted) and not scored. Default: every label in train.",
+    )
     max_train_docs: int | None = Field(default=None, ge=1)
     max_dev_docs: int | None = Field(default=None, ge=1)
 
@@ -49,8 +56,15 @@ class LoraConfigModel(_Strict):
 
 
 class ModelConfig(_Strict):
-    name: str = Field(default="default", description="Hub id or local path; 'default' is the offline MiniLM encoder (token_classification) or SmolLM2-135M-Instruct (span_generation).")
-    max_length: int = Field(default=256, ge=16, description="Tokens per window (token_classification: special tokens included; span_generation: the window's text, the prompt comes on top).")
+    name: str = Field(
+        default="default",
+        description="Hub id or local path; 'default' is the offline MiniLM encoder (token_classification) or SmolLM2-135M-Instruct (span_generation).",
+    )
+    max_length: int = Field(
+        default=256,
+        ge=16,
+        description="Tokens per window (token_classification: special tokens included; span_generation: the window's text, the prompt comes on top).",
+    )
     stride: int = Field(default=64, ge=0, description="Tokens shared by consecutive windows.")
     label_all_subtokens: bool = Field(default=False, description="Train on every sub-token (True) or the first of each word only.")
     multi_label: bool = Field(default=False, description="An independent O/B/I layer per label, so spans of different labels may overlap (CUAD).")
@@ -104,13 +118,20 @@ class PretrainConfig(_Strict):
 
     mlm_probability: float = Field(default=0.15, gt=0, lt=1, description="Share of tokens selected for prediction (BERT: 0.15).")
     mask_replace_prob: float = Field(default=0.8, ge=0, le=1, description="Of the selected tokens, the share replaced by [MASK] (BERT: 0.8).")
-    random_replace_prob: float = Field(default=0.1, ge=0, le=1, description="Of the selected tokens, the share replaced by a random token (BERT: 0.1); the rest stay unchanged.")
+    random_replace_prob: float = Field(
+        default=0.1, ge=0, le=1, description="Of the selected tokens, the share replaced by a random token (BERT: 0.1); the rest stay unchanged."
+    )
     whole_word_mask: bool = Field(default=False, description="Select whole words (every sub-token of a word together).")
-    packing: bool = Field(default=True, description="Concatenate documents and cut blocks of model.max_length tokens (no padding); False: one window per block.")
+    packing: bool = Field(
+        default=True, description="Concatenate documents and cut blocks of model.max_length tokens (no padding); False: one window per block."
+    )
     eval_blocks: int = Field(default=256, ge=1, description="Held-out blocks scored before and after (fixed masks, same blocks).")
     eval_mlm_probability: float | None = Field(
-        default=None, gt=0, lt=1,
-        description="Selection rate of the held-out masks (default: mlm_probability). Fix it (e.g. 0.15) to compare runs trained at different rates on the same masks.")
+        default=None,
+        gt=0,
+        lt=1,
+        description="Selection rate of the held-out masks (default: mlm_probability). Fix it (e.g. 0.15) to compare runs trained at different rates on the same masks.",
+    )
 
     @model_validator(mode="after")
     def _rates(self) -> PretrainConfig:

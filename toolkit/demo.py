@@ -31,6 +31,7 @@ from toolkit.pretrained import default_encoder
 
 def span_keys(rec: SpanRecord, ignore_whitespace: bool) -> Counter:
     """Multiset of (label, covered text) — whitespace removed for formats that rebuild the text."""
+
     def covered(s):
         t = rec.text[s.start : s.end]
         return "".join(t.split()) if ignore_whitespace else (s.start, s.end, t)
@@ -95,7 +96,9 @@ def train_demo(recipe_name: str, workdir: Path, console: Console, overrides: lis
     result = run_recipe(recipe, run_dir)
     console.print(score_table(f"{recipe.name} on {recipe.data.dev} (the sample is small and regular: expect high scores)", result.metrics))
     info = result.run
-    console.print(f"Training: {info['train_seconds']} s, {info['train_tokens_per_second']} tokens/s, peak RSS {info['peak_rss_mib']} MiB. Run directory: {run_dir}")
+    console.print(
+        f"Training: {info['train_seconds']} s, {info['train_tokens_per_second']} tokens/s, peak RSS {info['peak_rss_mib']} MiB. Run directory: {run_dir}"
+    )
     return run_dir
 
 
@@ -105,15 +108,27 @@ def compare_demo(runs: list[Path], workdir: Path, console: Console) -> None:
     console.rule("[bold]MLM vs CLM on the same dev documents")
     summary = compare(runs, "sample:contracts_dev", workdir / "compare", bootstrap=1000)
     header, rows = table_rows(summary, [1, 3])
-    keep = ["system", "task", "span_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall", "jaccard_recall",
-            "span_precision", "hallucination_rate", "seconds/doc"]
+    keep = [
+        "system",
+        "task",
+        "span_recall",
+        "boundary_start_recall",
+        "boundary_end_recall",
+        "boundary_both_recall",
+        "jaccard_recall",
+        "span_precision",
+        "hallucination_rate",
+        "seconds/doc",
+    ]
     table = Table(*keep, title="compare (95% CIs; see compare.md for the paired bootstrap)")
     for r in rows:
         table.add_row(*[r[header.index(k)] for k in keep])
     console.print(table)
     for pair, metrics in summary["paired_bootstrap"].items():
         v = metrics["boundary_both_recall"]
-        console.print(f"{pair}: boundary recall (both) difference {v['difference']:+.3f}, 95% CI {v['ci95'][0]:+.3f} to {v['ci95'][1]:+.3f}, p = {v['p_value']:.3f}")
+        console.print(
+            f"{pair}: boundary recall (both) difference {v['difference']:+.3f}, 95% CI {v['ci95'][0]:+.3f} to {v['ci95'][1]:+.3f}, p = {v['p_value']:.3f}"
+        )
     console.print(f"Written: {workdir / 'compare'}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
 
 
@@ -133,8 +148,10 @@ def serve_demo(run: Path, workdir: Path, console: Console) -> None:
     artifact = workdir / "artifacts" / f"{run.name}-int8"
     manifest = export_run(run, artifact, quantize="int8", overwrite=True)
     p = manifest["parity"]
-    console.print(f"Exported {artifact}: span F1 PyTorch {p['pytorch_span_f1']:.3f}, ONNX fp32 {p['fp32']['span_f1']:.3f} "
-                  f"(max logit diff {p['fp32']['max_logit_diff']:.1e}), int8 {p['int8']['span_f1']:.3f} on {p['documents']} dev documents")
+    console.print(
+        f"Exported {artifact}: span F1 PyTorch {p['pytorch_span_f1']:.3f}, ONNX fp32 {p['fp32']['span_f1']:.3f} "
+        f"(max logit diff {p['fp32']['max_logit_diff']:.1e}), int8 {p['int8']['span_f1']:.3f} on {p['documents']} dev documents"
+    )
     with Server(artifact, port=free_port(), log=workdir / "serve.log") as server:
         console.print(f"Service ready at {server.url} (log: {workdir / 'serve.log'})")
         console.print(f"POST /extract {json.dumps({'text': DEMO_REQUEST})}")

@@ -41,6 +41,7 @@ ARTIFACT_FORMAT = 1
 
 # --- writing a run -------------------------------------------------------------------------------
 
+
 def run_dir_for(recipe: Recipe) -> Path:
     return Path(recipe.output_dir) / recipe.name
 
@@ -77,6 +78,7 @@ def save_model_dir(model, tokenizer, directory: Path, meta: dict) -> None:
 
 # --- reading a run or an artifact ----------------------------------------------------------------
 
+
 def is_artifact(path: Path) -> bool:
     """An exported ONNX model directory (made by `toolkit export`)."""
     return (Path(path) / ONNX_FILE).is_file()
@@ -89,13 +91,17 @@ def model_dir_of(path: Path) -> Path:
         return path / MODEL_DIR
     if (path / META_FILE).is_file():
         return path
-    raise ToolkitError(f"{path}: no trained model here", fix="pass a run directory made by `toolkit run` (it holds model/toolkit.json) or an artifact made by `toolkit export`")
+    raise ToolkitError(
+        f"{path}: no trained model here", fix="pass a run directory made by `toolkit run` (it holds model/toolkit.json) or an artifact made by `toolkit export`"
+    )
 
 
 def load_meta(directory: Path) -> dict:
     path = Path(directory) / META_FILE
     if not path.is_file():
-        raise ToolkitError(f"{directory}: not a toolkit model directory (no {META_FILE})", fix="pass a run directory made by `toolkit run`, or its model/ folder")
+        raise ToolkitError(
+            f"{directory}: not a toolkit model directory (no {META_FILE})", fix="pass a run directory made by `toolkit run`, or its model/ folder"
+        )
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -137,8 +143,7 @@ def open_run(path: Path | str) -> Run:
     return Run(path, model_dir, load_meta(model_dir), load_recipe(config) if config else None, config)
 
 
-def records_for(run: Run, data: str, max_docs: int | None = None, labels: list[str] | None = None,
-                other: Counter | None = None) -> list[SpanRecord]:
+def records_for(run: Run, data: str, max_docs: int | None = None, labels: list[str] | None = None, other: Counter | None = None) -> list[SpanRecord]:
     """Documents of `data` as the run sees them: its label map applied, only its labels (or `labels`)
     kept; spans of other labels are counted in `other`."""
     records = load_records(data, max_docs)
@@ -149,6 +154,7 @@ def records_for(run: Run, data: str, max_docs: int | None = None, labels: list[s
 
 # --- artifacts -----------------------------------------------------------------------------------
 
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -158,8 +164,11 @@ def sha256_of(path: Path) -> str:
 
 
 def write_manifest(directory: Path, info: dict) -> dict:
-    files = {p.relative_to(directory).as_posix(): {"sha256": sha256_of(p), "bytes": p.stat().st_size}
-             for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    files = {
+        p.relative_to(directory).as_posix(): {"sha256": sha256_of(p), "bytes": p.stat().st_size}
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
     manifest = {"format": ARTIFACT_FORMAT, **info, "files": files}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

@@ -112,21 +112,18 @@ def render_check(result: CheckResult, console: Console, max_problems: int = 100)
     console.print(dists)
     if r["tokenizer"]:
         over = r["docs_over_max_length"]
-        console.print(
-            f"Tokenizer: {r['tokenizer']}", soft_wrap=True, highlight=False)
+        console.print(f"Tokenizer: {r['tokenizer']}", soft_wrap=True, highlight=False)
         console.print(
             f"Documents longer than max length {r['max_length']}: {over['count']}"
             + (" (they will be split into sliding windows, never truncated)" if over["count"] else "")
         )
         if r["spans_misaligned_with_tokens"]:
             console.print(
-                f"[yellow]Spans whose edges fall inside a token: {r['spans_misaligned_with_tokens']} "
-                "(token tags cannot reproduce their exact offsets)"
+                f"[yellow]Spans whose edges fall inside a token: {r['spans_misaligned_with_tokens']} (token tags cannot reproduce their exact offsets)"
             )
     ov = r["overlaps"]
     console.print(
-        f"Overlaps: {ov['spans_overlapping']} spans overlap another; pairs: "
-        + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in ov["pairs"].items())
+        f"Overlaps: {ov['spans_overlapping']} spans overlap another; pairs: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in ov["pairs"].items())
     )
     console.print(
         f"A flat BIO scheme (one tag per token) must drop at least {ov['flat_bio_loss']} spans; "

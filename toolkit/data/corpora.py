@@ -22,8 +22,12 @@ class TextReport:
     blank_documents: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"documents": self.documents, "characters": self.characters, "blank_documents": len(self.blank_documents),
-                "blank_examples": self.blank_documents[:10]}
+        return {
+            "documents": self.documents,
+            "characters": self.characters,
+            "blank_documents": len(self.blank_documents),
+            "blank_examples": self.blank_documents[:10],
+        }
 
 
 def _jsonl_texts(path: Path) -> Iterator[tuple[str, str]]:
@@ -39,8 +43,17 @@ def _jsonl_texts(path: Path) -> Iterator[tuple[str, str]]:
                 continue
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                 record_id = obj.get("id") if isinstance(obj, dict) else None
-                problems.append(Problem("missing_text", "no string field 'text'", 'give every line a "text" string', str(path), line_no,
-                                        str(record_id) if record_id is not None else None, "text"))
+                problems.append(
+                    Problem(
+                        "missing_text",
+                        "no string field 'text'",
+                        'give every line a "text" string',
+                        str(path),
+                        line_no,
+                        str(record_id) if record_id is not None else None,
+                        "text",
+                    )
+                )
                 continue
             yield f"{path.name}:{line_no}", obj["text"]
     if problems:
@@ -53,7 +66,10 @@ def read_texts(source: str, max_docs: int | None = None, report: TextReport | No
 
     path = resolve_data_path(source) if source.startswith("sample:") else Path(source)
     if not path.exists():
-        raise ToolkitError(f"{path}: no such file or directory", fix="point data.train / data.dev at a .txt file, a directory of .txt files or a JSONL file with a 'text' field")
+        raise ToolkitError(
+            f"{path}: no such file or directory",
+            fix="point data.train / data.dev at a .txt file, a directory of .txt files or a JSONL file with a 'text' field",
+        )
     if path.is_dir():
         files = sorted(path.rglob("*.txt"))
         if not files:

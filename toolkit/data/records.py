@@ -17,7 +17,7 @@ SAMPLE_PREFIX = "sample:"
 def resolve_data_path(ref: str) -> Path:
     """A path, or `sample:NAME` for the embedded sample (e.g. sample:contracts_train)."""
     if ref.startswith(SAMPLE_PREFIX):
-        path = SAMPLE_DIR / f"{ref[len(SAMPLE_PREFIX):]}.jsonl"
+        path = SAMPLE_DIR / f"{ref[len(SAMPLE_PREFIX) :]}.jsonl"
         if not path.is_file():
             names = sorted(p.stem for p in SAMPLE_DIR.glob("*.jsonl"))
             raise ToolkitError(f"no embedded sample {ref!r}", fix=f"use one of {', '.join(SAMPLE_PREFIX + n for n in names)}")

@@ -54,11 +54,9 @@ def _problem_from_pydantic(err: dict, where: dict) -> Problem:
     name = str(loc[-1]) if loc else "record"
     if etype == "missing":
         example = {"id": '"doc-1"', "text": '"..."', "spans": "[]", "start": "0", "end": "5", "label": '"Disease"'}
-        return Problem(
-            "missing_field", f"required field {path!r} is missing.", f"add it, e.g. \"{name}\": {example.get(name, '...')}.", field=path, **where
-        )
+        return Problem("missing_field", f"required field {path!r} is missing.", f'add it, e.g. "{name}": {example.get(name, "...")}.', field=path, **where)
     if etype == "extra_forbidden":
-        scope = "the record's \"meta\" object" if len(loc) == 1 else "the record's \"meta\" object (spans take only start, end, label)"
+        scope = 'the record\'s "meta" object' if len(loc) == 1 else 'the record\'s "meta" object (spans take only start, end, label)'
         return Problem("extra_field", f"unknown field {path!r}.", f"remove it, or move it into {scope}.", field=path, **where)
     if etype in _TYPE_NAMES:
         return Problem(
@@ -70,7 +68,11 @@ def _problem_from_pydantic(err: dict, where: dict) -> Problem:
         )
     if etype in ("greater_than_equal", "greater_than") and name in ("start", "end"):
         return Problem(
-            "offset_out_of_range", f"{path} = {err.get('input')} is negative or zero.", "offsets are 0-based character indices into text; end is exclusive.", field=path, **where
+            "offset_out_of_range",
+            f"{path} = {err.get('input')} is negative or zero.",
+            "offsets are 0-based character indices into text; end is exclusive.",
+            field=path,
+            **where,
         )
     if etype == "string_too_short":
         return Problem("empty_value", f"{path} is an empty string.", f"give {path} a non-empty value.", field=path, **where)
@@ -91,42 +93,59 @@ def check_spans(text: str, spans: list[Any], labels: frozenset[str] | None, wher
         start, end = span.start, span.end
         ok = True
         if end > n or start > n:
-            problems.append(Problem(
-                "offset_out_of_range",
-                f"span {start}-{end} ends past the text, which has {n} characters.",
-                "offsets are Python str (code point) indices; if they came from a UTF-16 or byte-based tool, convert them.",
-                field=f"{path}.end", **where))
+            problems.append(
+                Problem(
+                    "offset_out_of_range",
+                    f"span {start}-{end} ends past the text, which has {n} characters.",
+                    "offsets are Python str (code point) indices; if they came from a UTF-16 or byte-based tool, convert them.",
+                    field=f"{path}.end",
+                    **where,
+                )
+            )
             ok = False
         elif start >= end:
-            problems.append(Problem(
-                "empty_span" if start == end else "inverted_span",
-                f"start {start} >= end {end}.",
-                "end is exclusive and must be greater than start; drop empty spans.",
-                field=path, **where))
+            problems.append(
+                Problem(
+                    "empty_span" if start == end else "inverted_span",
+                    f"start {start} >= end {end}.",
+                    "end is exclusive and must be greater than start; drop empty spans.",
+                    field=path,
+                    **where,
+                )
+            )
             ok = False
         else:
             covered = text[start:end]
             if not covered.strip():
-                problems.append(Problem(
-                    "blank_span", f"span {start}-{end} covers only whitespace ({covered!r}).", "remove the span or fix its offsets.", field=path, **where))
+                problems.append(
+                    Problem(
+                        "blank_span", f"span {start}-{end} covers only whitespace ({covered!r}).", "remove the span or fix its offsets.", field=path, **where
+                    )
+                )
                 ok = False
             elif covered != covered.strip():
                 lead = len(covered) - len(covered.lstrip())
                 trail = len(covered) - len(covered.rstrip())
-                problems.append(Problem(
-                    "whitespace_edge",
-                    f"span {start}-{end} {covered[:40]!r} has leading/trailing whitespace.",
-                    f"trim it to start={start + lead}, end={end - trail}.",
-                    field=path, **where))
+                problems.append(
+                    Problem(
+                        "whitespace_edge",
+                        f"span {start}-{end} {covered[:40]!r} has leading/trailing whitespace.",
+                        f"trim it to start={start + lead}, end={end - trail}.",
+                        field=path,
+                        **where,
+                    )
+                )
                 ok = False
         if labels is not None and span.label not in labels:
-            problems.append(Problem(
-                "unknown_label", f"label {span.label!r} is not in the label set.", suggest_label(span.label, labels), field=f"{path}.label", **where))
+            problems.append(
+                Problem("unknown_label", f"label {span.label!r} is not in the label set.", suggest_label(span.label, labels), field=f"{path}.label", **where)
+            )
             ok = False
         key = (start, end, span.label)
         if ok and key in seen:
-            problems.append(Problem(
-                "duplicate_span", f"span {start}-{end} {span.label!r} appears twice.", "keep one copy.", field=path, severity="warning", **where))
+            problems.append(
+                Problem("duplicate_span", f"span {start}-{end} {span.label!r} appears twice.", "keep one copy.", field=path, severity="warning", **where)
+            )
             ok = False
         if ok:
             seen.add(key)
@@ -145,12 +164,16 @@ class CheckedRecord:
     spans_rejected: int
 
 
-def check_record(obj: Any, labels: frozenset[str] | None = None, file: str | None = None, line: int | None = None) -> tuple[CheckedRecord | None, list[Problem]]:
+def check_record(
+    obj: Any, labels: frozenset[str] | None = None, file: str | None = None, line: int | None = None
+) -> tuple[CheckedRecord | None, list[Problem]]:
     """All problems of one parsed JSON value; the record (with its good spans) when its structure is valid."""
     rid = obj.get("id") if isinstance(obj, dict) else None
     where = {"file": file, "line": line, "record_id": str(rid) if isinstance(rid, (str, int)) else None}
     if not isinstance(obj, dict):
-        return None, [Problem("not_an_object", f"the line holds a JSON {_json_type(obj)}, not an object.", 'write {"id": ..., "text": ..., "spans": [...]}.', **where)]
+        return None, [
+            Problem("not_an_object", f"the line holds a JSON {_json_type(obj)}, not an object.", 'write {"id": ..., "text": ..., "spans": [...]}.', **where)
+        ]
     problems: list[Problem] = []
     try:
         record = SpanRecord.model_validate(obj, strict=True)
@@ -234,26 +257,37 @@ def validate_files(
             if fp in seen_texts:
                 other_file, other_line, other_id = seen_texts[fp]
                 if other_file != name:
-                    summary.problems.append(Problem(
-                        "leakage",
-                        f"the same document is in {other_file}:{other_line} (id={other_id!r}).",
-                        "keep each document in one split only; remove it from the evaluation file or the training file.",
-                        **where))
+                    summary.problems.append(
+                        Problem(
+                            "leakage",
+                            f"the same document is in {other_file}:{other_line} (id={other_id!r}).",
+                            "keep each document in one split only; remove it from the evaluation file or the training file.",
+                            **where,
+                        )
+                    )
                 else:
-                    summary.problems.append(Problem(
-                        "duplicate_document",
-                        f"the same text appears at line {other_line} (id={other_id!r}).",
-                        "remove the duplicate: it counts twice in training or scoring.",
-                        severity="warning", **where))
+                    summary.problems.append(
+                        Problem(
+                            "duplicate_document",
+                            f"the same text appears at line {other_line} (id={other_id!r}).",
+                            "remove the duplicate: it counts twice in training or scoring.",
+                            severity="warning",
+                            **where,
+                        )
+                    )
             else:
                 seen_texts[fp] = (name, item.line, rec.id)
             if rec.id in seen_ids:
                 other_file, other_line = seen_ids[rec.id]
-                summary.problems.append(Problem(
-                    "duplicate_id",
-                    f"id {rec.id!r} is also used at {other_file}:{other_line}.",
-                    "give every document a unique id (e.g. append a suffix), or remove the duplicate.",
-                    field="id", **where))
+                summary.problems.append(
+                    Problem(
+                        "duplicate_id",
+                        f"id {rec.id!r} is also used at {other_file}:{other_line}.",
+                        "give every document a unique id (e.g. append a suffix), or remove the duplicate.",
+                        field="id",
+                        **where,
+                    )
+                )
             else:
                 seen_ids[rec.id] = (name, item.line)
             yield checked

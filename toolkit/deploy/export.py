@@ -99,8 +99,15 @@ def _quantize_int8(fp32: Path, int8: Path) -> None:
     quantize_dynamic(str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8)
 
 
-def export_run(run_path: Path, out: Path, quantize: str | None = None, budgets: ParityBudgets = ParityBudgets(),
-               data: str | None = None, parity_docs: int = 64, overwrite: bool = False) -> dict:
+def export_run(
+    run_path: Path,
+    out: Path,
+    quantize: str | None = None,
+    budgets: ParityBudgets = ParityBudgets(),
+    data: str | None = None,
+    parity_docs: int = 64,
+    overwrite: bool = False,
+) -> dict:
     """Export, check parity, write the artifact atomically; returns the manifest."""
     from toolkit import __version__
 
@@ -152,19 +159,22 @@ def export_run(run_path: Path, out: Path, quantize: str | None = None, budgets: 
                 f"{run.path}: export failed its parity gate on {len(records)} documents of {source}: " + "; ".join(problems) + "; nothing was written",
                 fix="inspect the model, or loosen the budget with --max-logit-diff / --max-f1-drop if the difference is acceptable",
             )
-        manifest = write_manifest(onnx_dir, {
-            "task": task,
-            "precision": quantize or "fp32",
-            "model_id": f"{run.path.name}-{quantize or 'fp32'}",
-            "source_run": str(run.path.resolve()),
-            "labels": meta["labels"],
-            "windowing": {"max_length": meta["max_length"], "stride": meta["stride"]},
-            "parity": parity,
-            "budgets": asdict(budgets),
-            "export_seconds": round(time.perf_counter() - started, 1),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": _versions(__version__),
-        })
+        manifest = write_manifest(
+            onnx_dir,
+            {
+                "task": task,
+                "precision": quantize or "fp32",
+                "model_id": f"{run.path.name}-{quantize or 'fp32'}",
+                "source_run": str(run.path.resolve()),
+                "labels": meta["labels"],
+                "windowing": {"max_length": meta["max_length"], "stride": meta["stride"]},
+                "parity": parity,
+                "budgets": asdict(budgets),
+                "export_seconds": round(time.perf_counter() - started, 1),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "versions": _versions(__version__),
+            },
+        )
         if out.exists():
             shutil.rmtree(out)
         os.replace(onnx_dir, out)

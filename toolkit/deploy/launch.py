@@ -30,8 +30,12 @@ def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int = 
     # the model service verifies every file's sha256 when it loads the artifact.
     if not (Path(artifact) / MANIFEST).is_file():
         raise ToolkitError(f"{artifact}: no {MANIFEST}", fix="pass a directory made by `toolkit export`")
-    env = {**os.environ, "TOOLKIT_ARTIFACT": str(Path(artifact).resolve()),
-           "TOOLKIT_MAX_BATCH_SIZE": str(max_batch_size), "TOOLKIT_MAX_LATENCY_MS": str(max_latency_ms)}
+    env = {
+        **os.environ,
+        "TOOLKIT_ARTIFACT": str(Path(artifact).resolve()),
+        "TOOLKIT_MAX_BATCH_SIZE": str(max_batch_size),
+        "TOOLKIT_MAX_LATENCY_MS": str(max_latency_ms),
+    }
     env.update({f"TOOLKIT_{k.upper()}": str(v) for k, v in limits.items()})
     return env
 
@@ -49,8 +53,17 @@ def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, ma
 class Server:
     """The service in a child process, for the demo, tests and benchmarks: `with Server(dir) as s: s.post(...)`."""
 
-    def __init__(self, artifact: Path, port: int = 3000, host: str = "127.0.0.1", max_batch_size: int = 32,
-                 max_latency_ms: int = 10_000, startup_timeout: float = 180.0, log: Path | None = None, **limits: int | str):
+    def __init__(
+        self,
+        artifact: Path,
+        port: int = 3000,
+        host: str = "127.0.0.1",
+        max_batch_size: int = 32,
+        max_latency_ms: int = 10_000,
+        startup_timeout: float = 180.0,
+        log: Path | None = None,
+        **limits: int | str,
+    ):
         self.url = f"http://{host}:{port}"
         self.env = service_env(artifact, max_batch_size, max_latency_ms, **limits)
         self.command = serve_command(host, port)
@@ -65,7 +78,10 @@ class Server:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ToolkitError(f"the service exited during start-up (code {self.process.returncode})", fix=f"read its log{': ' + str(self.log_path) if self.log_path else ''}")
+                raise ToolkitError(
+                    f"the service exited during start-up (code {self.process.returncode})",
+                    fix=f"read its log{': ' + str(self.log_path) if self.log_path else ''}",
+                )
             try:
                 if self.get("/readyz")[0] == 200:
                     return self

@@ -67,8 +67,9 @@ def error(status: int, message: str, fix: str | None = None, **extra: Any) -> JS
     return JSONResponse(body, status_code=status)
 
 
-def check_request(text: str | None, texts: list[str] | None, labels: list[str] | None,
-                  settings: ServeSettings, known_labels: list[str]) -> tuple[list[str], JSONResponse | None]:
+def check_request(
+    text: str | None, texts: list[str] | None, labels: list[str] | None, settings: ServeSettings, known_labels: list[str]
+) -> tuple[list[str], JSONResponse | None]:
     """The documents of a request, or the 4xx answer that names what is wrong and how to fix it."""
     if (text is None) == (texts is None):
         return [], error(400, "give exactly one of 'text' (a string) or 'texts' (a list of strings)", 'send {"text": "..."} or {"texts": ["...", "..."]}')
@@ -82,7 +83,9 @@ def check_request(text: str | None, texts: list[str] | None, labels: list[str] |
         if not doc.strip():
             return [], error(400, f"{field} is empty or only whitespace", "send the document's text")
         if len(doc) > settings.max_doc_chars:
-            return [], error(413, f"{field} has {len(doc)} characters; the limit is {settings.max_doc_chars}", "split the document, or raise TOOLKIT_MAX_DOC_CHARS")
+            return [], error(
+                413, f"{field} has {len(doc)} characters; the limit is {settings.max_doc_chars}", "split the document, or raise TOOLKIT_MAX_DOC_CHARS"
+            )
     unknown = sorted(set(labels or []) - set(known_labels))
     if unknown:
         return [], error(400, f"unknown labels {unknown}", f"use labels among {known_labels}")
@@ -147,8 +150,10 @@ class ExtractionModel:
     @bentoml.api(batchable=BATCHABLE, max_batch_size=max(SETTINGS.max_batch_size, 2), max_latency_ms=SETTINGS.max_latency_ms)
     def tag(self, texts: list[str]) -> list[list[dict]]:
         predictions = self.predictor.predict(texts, batch_size=SETTINGS.model_batch)
-        return [[{"start": s.start, "end": s.end, "label": s.label, "text": doc[s.start : s.end], "score": round(float(s.score), 4)} for s in spans]
-                for doc, spans in zip(texts, predictions)]
+        return [
+            [{"start": s.start, "end": s.end, "label": s.label, "text": doc[s.start : s.end], "score": round(float(s.score), 4)} for s in spans]
+            for doc, spans in zip(texts, predictions)
+        ]
 
 
 async def info(request: Request) -> JSONResponse:

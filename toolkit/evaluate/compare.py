@@ -23,8 +23,14 @@ from toolkit.rundir import Run, open_run, records_for
 from toolkit.spans.decoding import PredictedSpan
 
 COLUMNS = [
-    "span_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall", "jaccard_recall",
-    "span_precision", "span_f1", "hallucination_rate",
+    "span_recall",
+    "boundary_start_recall",
+    "boundary_end_recall",
+    "boundary_both_recall",
+    "jaccard_recall",
+    "span_precision",
+    "span_f1",
+    "hallucination_rate",
 ]
 
 
@@ -62,8 +68,16 @@ def saved_system(run: Run, ids: list[str]) -> System | None:
     task = run.task
     per_doc = info.get("eval_seconds", 0.0) / max(1, len(saved))
     tps = info.get("generated_tokens_per_second") if task == "span_generation" else None
-    return System(path.name, path, task, [saved[i] for i in ids], [halluc.get(i, []) for i in ids], per_doc * len(ids), tps,
-                  "generated tokens/s (saved run)" if task == "span_generation" else "n/a (saved run)")
+    return System(
+        path.name,
+        path,
+        task,
+        [saved[i] for i in ids],
+        [halluc.get(i, []) for i in ids],
+        per_doc * len(ids),
+        tps,
+        "generated tokens/s (saved run)" if task == "span_generation" else "n/a (saved run)",
+    )
 
 
 def run_system(run: Run, texts: list[str]) -> System:
@@ -78,8 +92,16 @@ def run_system(run: Run, texts: list[str]) -> System:
     return System(run.path.name, run.path, run.task, predictions, unlocated, seconds, tps, measure)
 
 
-def compare(paths: list[Path], data: str, out: Path, bootstrap: int = 1000, tolerances: list[int] | None = None, seed: int = 0,
-            max_docs: int | None = None, reuse: bool = False) -> dict:
+def compare(
+    paths: list[Path],
+    data: str,
+    out: Path,
+    bootstrap: int = 1000,
+    tolerances: list[int] | None = None,
+    seed: int = 0,
+    max_docs: int | None = None,
+    reuse: bool = False,
+) -> dict:
     """Score trained runs (or artifacts) on the same documents; writes compare.md/.csv/.json and the plots."""
     tolerances = tolerances or [1, 3]
     runs = [open_run(p) for p in paths]
@@ -100,7 +122,15 @@ def compare(paths: list[Path], data: str, out: Path, bootstrap: int = 1000, tole
         s.unlocated = [[lb for lb in doc if lb in labels] for doc in s.unlocated]
         systems.append(s)
     summary = summarize(systems, texts, golds, tolerances, bootstrap, seed)
-    summary.update({"data": data + (f" (first {max_docs} documents)" if max_docs else ""), "documents": len(records), "label_map": runs[0].label_map, "labels": labels, "spans_of_other_labels_ignored": dict(other)})
+    summary.update(
+        {
+            "data": data + (f" (first {max_docs} documents)" if max_docs else ""),
+            "documents": len(records),
+            "label_map": runs[0].label_map,
+            "labels": labels,
+            "spans_of_other_labels_ignored": dict(other),
+        }
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     _write_table(summary, tolerances, out)
@@ -116,8 +146,10 @@ def summarize(systems: list[System], texts: list[str], golds: list, tolerances: 
     for name, s in zip(names, systems):
         m = score(texts, golds, s.predictions, tolerances, 0.5, bootstrap, seed, s.unlocated)
         m["timing"] = {
-            "seconds": round(s.seconds, 2), "seconds_per_document": round(s.seconds / max(1, len(texts)), 3),
-            "tokens_per_second": s.tokens_per_second, "tokens_measure": s.tokens_measure,
+            "seconds": round(s.seconds, 2),
+            "seconds_per_document": round(s.seconds / max(1, len(texts)), 3),
+            "tokens_per_second": s.tokens_per_second,
+            "tokens_measure": s.tokens_measure,
         }
         m["task"] = s.task
         m["run"] = str(s.path)
@@ -157,10 +189,15 @@ def _write_table(summary: dict, tolerances: list[int], out: Path) -> None:
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)
-    lines = [f"# Compare on {summary['data']} ({summary['documents']} documents; labels: {', '.join(summary['labels'])})", "",
-             "Values with 95% bootstrap CIs over documents. Boundary recall: a gold span whose start/end (or both) a same-label",
-             "prediction matches, exactly or within +/-k words. Hallucinated (unlocatable) generated spans count as false positives.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        f"# Compare on {summary['data']} ({summary['documents']} documents; labels: {', '.join(summary['labels'])})",
+        "",
+        "Values with 95% bootstrap CIs over documents. Boundary recall: a gold span whose start/end (or both) a same-label",
+        "prediction matches, exactly or within +/-k words. Hallucinated (unlocatable) generated spans count as false positives.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", "## Paired bootstrap (same resampled documents)", "", "| pair | metric | difference | 95% CI | p |", "|---|---|---|---|---|"]
     for pair, metrics in summary["paired_bootstrap"].items():
@@ -206,7 +243,7 @@ def _plot_pr(texts, golds, systems: dict[str, System], path: Path) -> None:
     for name, s in systems.items():
         scores = sorted({round(x.score, 3) for doc in s.predictions for x in doc})
         points = []
-        for t in (scores if len(scores) <= 50 else list(np.quantile(scores, np.linspace(0, 1, 50)))):
+        for t in scores if len(scores) <= 50 else list(np.quantile(scores, np.linspace(0, 1, 50))):
             kept = [[x for x in doc if x.score >= t] for doc in s.predictions]
             m = score(texts, golds, kept, bootstrap=0, unlocated=s.unlocated)["summary"]
             points.append((m["span_recall"], m["span_precision"]))

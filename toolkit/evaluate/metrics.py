@@ -100,8 +100,14 @@ def _match_jaccard(gold: Sequence[SpanLike], pred: Sequence[SpanLike], text: str
     return used_g
 
 
-def count_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLike], tolerances: Sequence[int] = (1, 3), jaccard_threshold: float = 0.5,
-                   unlocated: Sequence[str] = ()) -> DocCounts:
+def count_document(
+    text: str,
+    gold: Sequence[SpanLike],
+    pred: Sequence[SpanLike],
+    tolerances: Sequence[int] = (1, 3),
+    jaccard_threshold: float = 0.5,
+    unlocated: Sequence[str] = (),
+) -> DocCounts:
     """`unlocated`: labels of predicted spans with no offsets (generated text not found in the document):
     each counts as a prediction that matches nothing, i.e. a false positive."""
     c = DocCounts(within={k: [0, 0, 0] for k in tolerances})
@@ -155,7 +161,16 @@ def _summary_vector(docs: Sequence[DocCounts], tolerances: Sequence[int]) -> tup
         names += [f"w{k}_start", f"w{k}_end", f"w{k}_both"]
     rows = []
     for d in docs:
-        row = [sum(d.gold.values()), sum(d.pred.values()), sum(d.exact_tp.values()), sum(d.jaccard_tp.values()), d.start_hit, d.end_hit, d.both_hit, d.unlocated]
+        row = [
+            sum(d.gold.values()),
+            sum(d.pred.values()),
+            sum(d.exact_tp.values()),
+            sum(d.jaccard_tp.values()),
+            d.start_hit,
+            d.end_hit,
+            d.both_hit,
+            d.unlocated,
+        ]
         for k in tolerances:
             row += d.within[k]
         rows.append(row)
@@ -167,6 +182,7 @@ def _metrics_from_sums(names: list[str], sums: np.ndarray, tolerances: Sequence[
     col = {n: sums[..., i] for i, n in enumerate(names)}
     gold, pred = col["gold"], col["pred"]
     with np.errstate(divide="ignore", invalid="ignore"):
+
         def ratio(a, b):
             return np.where(b > 0, a / np.where(b > 0, b, 1), 0.0)
 
@@ -252,8 +268,11 @@ def paired_bootstrap(a: Sequence[DocCounts], b: Sequence[DocCounts], tolerances:
         diff = boot_a[key] - boot_b[key]
         observed = float(point_a[key] - point_b[key])
         p = 2 * min(float(np.mean(diff <= 0)), float(np.mean(diff >= 0)))
-        out[key] = {"difference": round(observed, 4), "ci95": [round(float(np.percentile(diff, 2.5)), 4), round(float(np.percentile(diff, 97.5)), 4)],
-                    "p_value": round(min(1.0, p), 4)}
+        out[key] = {
+            "difference": round(observed, 4),
+            "ci95": [round(float(np.percentile(diff, 2.5)), 4), round(float(np.percentile(diff, 97.5)), 4)],
+            "p_value": round(min(1.0, p), 4),
+        }
     return out
 
 
@@ -286,8 +305,15 @@ def score(
         jtp = sum(d.jaccard_tp[lb] for d in docs)
         p, r, f = _prf(tp, pr, g)
         jp, jr, jf = _prf(jtp, pr, g)
-        per_label[lb] = {"support": g, "predicted": pr, "precision": round(p, 4), "recall": round(r, 4), "f1": round(f, 4),
-                         "jaccard_recall": round(jr, 4), "jaccard_f1": round(jf, 4)}
+        per_label[lb] = {
+            "support": g,
+            "predicted": pr,
+            "precision": round(p, 4),
+            "recall": round(r, 4),
+            "f1": round(f, 4),
+            "jaccard_recall": round(jr, 4),
+            "jaccard_f1": round(jf, 4),
+        }
     summary["span_macro_f1"] = round(float(np.mean([v["f1"] for v in per_label.values()])), 4) if per_label else 0.0
     summary.update({k: round(v, 4) for k, v in _seqeval(texts, golds, preds).items()})
 
@@ -296,17 +322,24 @@ def score(
         name = f"{lo}-{hi}" if hi else f"{lo}+"
         n = sum(d.bucket_gold[name] for d in docs)
         if n:
-            buckets.append({
-                "words": name, "gold": n,
-                "recall": round(sum(d.bucket_exact[name] for d in docs) / n, 4),
-                "jaccard_recall": round(sum(d.bucket_jaccard[name] for d in docs) / n, 4),
-            })
+            buckets.append(
+                {
+                    "words": name,
+                    "gold": n,
+                    "recall": round(sum(d.bucket_exact[name] for d in docs) / n, 4),
+                    "jaccard_recall": round(sum(d.bucket_jaccard[name] for d in docs) / n, 4),
+                }
+            )
     return {
         "summary": summary,
         "ci95": bootstrap_ci(docs, tolerances, bootstrap, seed),
         "per_label": per_label,
         "length_buckets": buckets,
-        "counts": {"documents": len(docs), "gold_spans": int(totals[0]) if len(docs) else 0, "predicted_spans": int(totals[1]) if len(docs) else 0,
-                   "unlocated_predictions": int(totals[7]) if len(docs) else 0},
+        "counts": {
+            "documents": len(docs),
+            "gold_spans": int(totals[0]) if len(docs) else 0,
+            "predicted_spans": int(totals[1]) if len(docs) else 0,
+            "unlocated_predictions": int(totals[7]) if len(docs) else 0,
+        },
         "settings": {"boundary_tolerance_words": list(tolerances), "jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap},
     }

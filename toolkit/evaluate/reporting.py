@@ -31,9 +31,15 @@ def write_predictions(path: Path, records: Sequence[SpanRecord], predictions: Se
 def markdown_report(title: str, metrics: dict, extra: dict | None = None) -> str:
     s, ci = metrics["summary"], metrics.get("ci95", {})
     t = metrics["settings"]
-    lines = [f"# {title}", "", f"{metrics['counts']['documents']} documents, {metrics['counts']['gold_spans']} gold spans, "
-             f"{metrics['counts']['predicted_spans']} predicted. 95% CIs: bootstrap over documents ({t['bootstrap']} resamples).", "",
-             "| metric | value | 95% CI |", "|---|---|---|"]
+    lines = [
+        f"# {title}",
+        "",
+        f"{metrics['counts']['documents']} documents, {metrics['counts']['gold_spans']} gold spans, "
+        f"{metrics['counts']['predicted_spans']} predicted. 95% CIs: bootstrap over documents ({t['bootstrap']} resamples).",
+        "",
+        "| metric | value | 95% CI |",
+        "|---|---|---|",
+    ]
     rows = list(HEADLINE) + [(f"boundary_both_within_{k}_recall", f"boundary recall: both within +/-{k} words") for k in t["boundary_tolerance_words"]]
     for key, name in rows:
         if key in s:

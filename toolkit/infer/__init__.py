@@ -26,8 +26,10 @@ def load_predictor(run: Run | Path | str):
 
     run = run if isinstance(run, Run) else open_run(run)
     if run.task not in PREDICTORS:
-        raise ToolkitError(f"{run.path} is a domain-adapted base model ({run.task}): it extracts nothing by itself",
-                           fix=f"fine-tune it: set model.name: {run.model_dir} in a token_classification or span_generation recipe")
+        raise ToolkitError(
+            f"{run.path} is a domain-adapted base model ({run.task}): it extracts nothing by itself",
+            fix=f"fine-tune it: set model.name: {run.model_dir} in a token_classification or span_generation recipe",
+        )
     module, name = PREDICTORS[run.task]
     return getattr(importlib.import_module(module), name).load(run)
 

@@ -32,7 +32,7 @@ class LineGrammar:
             return True
         for h in self.headers:
             if line.startswith(h):
-                span = line[len(h):]
+                span = line[len(h) :]
                 if span and span in self.window:
                     return True
         return False
@@ -41,7 +41,7 @@ class LineGrammar:
         if any(h.startswith(line) for h in self.headers) or self.none.startswith(line):
             return True
         for h in self.headers:
-            if line.startswith(h) and line[len(h):] in self.window:
+            if line.startswith(h) and line[len(h) :] in self.window:
                 return True
         return False
 

@@ -47,8 +47,12 @@ class SpanGenerator:
         processors = [make_copy_processor(self.tokenizer, windows, self.labels, width)] if constrained else None
         with torch.inference_mode():
             out = self.model.generate(
-                **enc, max_new_tokens=self.meta["max_new_tokens"], do_sample=False, logits_processor=processors,
-                eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id,
+                **enc,
+                max_new_tokens=self.meta["max_new_tokens"],
+                do_sample=False,
+                logits_processor=processors,
+                eos_token_id=self.tokenizer.eos_token_id,
+                pad_token_id=self.tokenizer.pad_token_id,
             )
         texts, count = [], 0
         for row in out[:, width:].tolist():

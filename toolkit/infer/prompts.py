@@ -23,10 +23,7 @@ NONE = "none"
 
 
 def build_prompt(window_text: str, labels: Sequence[str]) -> str:
-    return (
-        f"Extract the spans of these labels, copied verbatim from the text: {', '.join(labels)}.\n"
-        f"Text:\n{window_text}\nSpans:\n"
-    )
+    return f"Extract the spans of these labels, copied verbatim from the text: {', '.join(labels)}.\nText:\n{window_text}\nSpans:\n"
 
 
 def build_target(window_text: str, spans: Sequence[SpanLike], offset: int = 0) -> str:

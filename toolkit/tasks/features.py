@@ -94,8 +94,16 @@ def token_features(
     return windows, [targets[i][0] for i in keep], report
 
 
-def generation_examples(tokenizer, records: list[SpanRecord], labels: list[str], max_length: int, stride: int, chat_template: bool,
-                   negative_ratio: float | None = None, seed: int = 0) -> tuple[list[dict], FeatureReport]:
+def generation_examples(
+    tokenizer,
+    records: list[SpanRecord],
+    labels: list[str],
+    max_length: int,
+    stride: int,
+    chat_template: bool,
+    negative_ratio: float | None = None,
+    seed: int = 0,
+) -> tuple[list[dict], FeatureReport]:
     """input_ids = prompt + target + EOS; labels mask the prompt (-100) so the loss covers only the completion."""
     # spans_not_representable: spans never wholly inside one window
     report = FeatureReport(documents=len(records), spans=sum(len(r.spans) for r in records))

@@ -73,7 +73,9 @@ def build_token_model(cfg: ModelConfig, space: LabelSpace):
     try:
         config = AutoConfig.from_pretrained(name, num_labels=space.num_outputs, id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
     except (OSError, ValueError) as exc:
-        raise ToolkitError(f"cannot load model {name!r}: {str(exc).splitlines()[0]}", fix="pass a local model directory or a reachable hub id as model.name") from None
+        raise ToolkitError(
+            f"cannot load model {name!r}: {str(exc).splitlines()[0]}", fix="pass a local model directory or a reachable hub id as model.name"
+        ) from None
     apply_dropout(config, cfg.dropout)
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = tokenizer.pad_token_id
@@ -130,8 +132,10 @@ def build_causal_model(m: ModelConfig):
 
         if m.quantization == "4bit":
             model = prepare_model_for_kbit_training(model)
-        model = get_peft_model(model, LoraConfig(task_type=TaskType.CAUSAL_LM, r=m.lora.r, lora_alpha=m.lora.alpha,
-                                                 lora_dropout=m.lora.dropout, target_modules=m.lora.target_modules))
+        model = get_peft_model(
+            model,
+            LoraConfig(task_type=TaskType.CAUSAL_LM, r=m.lora.r, lora_alpha=m.lora.alpha, lora_dropout=m.lora.dropout, target_modules=m.lora.target_modules),
+        )
     return model, tokenizer
 
 

@@ -27,8 +27,7 @@ from toolkit.tasks.training import pad_collator, parameter_counts, training_argu
 
 def make_blocks(tokenizer, texts: list[str], block_size: int, packing: bool, objective: str, with_offsets: bool) -> list[dict]:
     """Token blocks of `block_size` (packed across documents, or per document)."""
-    enc = tokenizer(texts, add_special_tokens=objective == "mlm", return_offsets_mapping=with_offsets,
-                    return_attention_mask=False, return_token_type_ids=False)
+    enc = tokenizer(texts, add_special_tokens=objective == "mlm", return_offsets_mapping=with_offsets, return_attention_mask=False, return_token_type_ids=False)
     ids = [list(x) for x in enc["input_ids"]]
     offsets = [list(map(tuple, o)) for o in enc["offset_mapping"]] if with_offsets else None
     if objective == "clm":
@@ -48,8 +47,13 @@ def masking_collator(tokenizer, recipe: Recipe, seed: int | None = None, mlm_pro
 
     p = recipe.pretrain
     return DataCollatorForLanguageModeling(
-        tokenizer, mlm=True, mlm_probability=mlm_probability or p.mlm_probability, mask_replace_prob=p.mask_replace_prob,
-        random_replace_prob=p.random_replace_prob, whole_word_mask=p.whole_word_mask, seed=seed,
+        tokenizer,
+        mlm=True,
+        mlm_probability=mlm_probability or p.mlm_probability,
+        mask_replace_prob=p.mask_replace_prob,
+        random_replace_prob=p.random_replace_prob,
+        whole_word_mask=p.whole_word_mask,
+        seed=seed,
     )
 
 
@@ -99,8 +103,12 @@ def _metrics(objective: str):
 
 def _summary(raw: dict) -> dict:
     loss = raw["eval_nll"]
-    return {"loss": round(loss, 4), "perplexity": round(math.exp(min(loss, 50)), 3),
-            "token_accuracy": round(raw["eval_token_accuracy"], 4), "scored_tokens": raw["eval_scored_tokens"]}
+    return {
+        "loss": round(loss, 4),
+        "perplexity": round(math.exp(min(loss, 50)), 3),
+        "token_accuracy": round(raw["eval_token_accuracy"], 4),
+        "scored_tokens": raw["eval_scored_tokens"],
+    }
 
 
 @dataclass
@@ -134,12 +142,16 @@ class Pretraining(Flow):
         train_blocks = make_blocks(tokenizer, train_texts, block, p.packing, objective, wwm) if with_training_text else []
         dev_blocks = make_blocks(tokenizer, dev_texts, block, p.packing, objective, False)[: p.eval_blocks]
         if (with_training_text and not train_blocks) or not dev_blocks:
-            raise ConfigError(f"too little text for one block of {block} tokens (train {len(train_blocks)}, held-out {len(dev_blocks)} blocks)",
-                              fix="add text, or lower model.max_length")
+            raise ConfigError(
+                f"too little text for one block of {block} tokens (train {len(train_blocks)}, held-out {len(dev_blocks)} blocks)",
+                fix="add text, or lower model.max_length",
+            )
         eval_rate = (p.eval_mlm_probability or p.mlm_probability) if objective == "mlm" else None
         train_tokens = sum(len(b["input_ids"]) for b in train_blocks)
         plan = {
-            "objective": objective, "block_size": block, "packing": p.packing,
+            "objective": objective,
+            "block_size": block,
+            "packing": p.packing,
             "train": {**train_report.to_dict(), "blocks": len(train_blocks), "tokens": train_tokens},
             "held_out": {**dev_report.to_dict(), "blocks": len(dev_blocks), "mlm_probability": eval_rate},
             "masking": p.model_dump() if objective == "mlm" else None,
@@ -149,8 +161,16 @@ class Pretraining(Flow):
         train_collator = masking_collator(tokenizer, recipe) if objective == "mlm" else DataCollatorForLanguageModeling(tokenizer, mlm=False)
         eval_masks = masking_collator(tokenizer, recipe, seed=recipe.seed, mlm_probability=eval_rate) if objective == "mlm" else None
         eval_set = fixed_eval_set(dev_blocks, eval_masks, objective)
-        return PretrainPrepared(model, tokenizer, plan, train_tokens, objective, train_blocks, eval_set,
-                                _TrainEvalCollator(train_collator, pad_collator(tokenizer.pad_token_id or 0)))
+        return PretrainPrepared(
+            model,
+            tokenizer,
+            plan,
+            train_tokens,
+            objective,
+            train_blocks,
+            eval_set,
+            _TrainEvalCollator(train_collator, pad_collator(tokenizer.pad_token_id or 0)),
+        )
 
     def trainer(self, recipe: Recipe, run_dir: Path, p: PretrainPrepared):
         from datasets import Dataset
@@ -159,9 +179,13 @@ class Pretraining(Flow):
         preprocess, compute = _metrics(p.objective)
         args = training_arguments(recipe, run_dir, metric="nll", greater_is_better=False, remove_unused_columns=False)
         return Trainer(
-            model=p.model, args=args, train_dataset=Dataset.from_list(p.train_blocks) if p.train_blocks else None,
-            eval_dataset=Dataset.from_list(p.eval_set), data_collator=p.collator,
-            compute_metrics=compute, preprocess_logits_for_metrics=preprocess,
+            model=p.model,
+            args=args,
+            train_dataset=Dataset.from_list(p.train_blocks) if p.train_blocks else None,
+            eval_dataset=Dataset.from_list(p.eval_set),
+            data_collator=p.collator,
+            compute_metrics=compute,
+            preprocess_logits_for_metrics=preprocess,
         )
 
     def before_training(self, trainer, p: PretrainPrepared) -> None:
@@ -213,12 +237,20 @@ class _TrainEvalCollator:
 def _report(recipe: Recipe, result: dict) -> str:
     b, a = result["before"], result["after"]
     kind = "masked-token" if result["run"]["objective"] == "mlm" else "next-token"
-    lines = [f"# {recipe.name}: {recipe.task} on {recipe.data.train}", "",
-             f"Held-out text: {recipe.data.dev} (same blocks{' and masks' if kind == 'masked-token' else ''} before and after"
-             + (f"; {result['run']['heldout_mlm_probability']:.0%} of tokens masked" if kind == "masked-token" else "") + ").", "",
-             "| | loss | perplexity | " + kind + " accuracy |", "|---|---|---|---|",
-             f"| before | {b['loss']} | {b['perplexity']} | {b['token_accuracy']} |",
-             f"| after | {a['loss']} | {a['perplexity']} | {a['token_accuracy']} |", "",
-             f"Training: {result['run']['optimizer_steps']} steps, {result['run']['train_seconds']} s. "
-             f"Use the adapted model: `model.name: {Path(recipe.output_dir) / recipe.name / 'model'}`.", ""]
+    lines = [
+        f"# {recipe.name}: {recipe.task} on {recipe.data.train}",
+        "",
+        f"Held-out text: {recipe.data.dev} (same blocks{' and masks' if kind == 'masked-token' else ''} before and after"
+        + (f"; {result['run']['heldout_mlm_probability']:.0%} of tokens masked" if kind == "masked-token" else "")
+        + ").",
+        "",
+        "| | loss | perplexity | " + kind + " accuracy |",
+        "|---|---|---|---|",
+        f"| before | {b['loss']} | {b['perplexity']} | {b['token_accuracy']} |",
+        f"| after | {a['loss']} | {a['perplexity']} | {a['token_accuracy']} |",
+        "",
+        f"Training: {result['run']['optimizer_steps']} steps, {result['run']['train_seconds']} s. "
+        f"Use the adapted model: `model.name: {Path(recipe.output_dir) / recipe.name / 'model'}`.",
+        "",
+    ]
     return "\n".join(lines)

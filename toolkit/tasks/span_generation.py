@@ -47,16 +47,19 @@ class SpanGeneration(Flow):
         dev_records = filter_labels(dev_records, labels, other)
         model, tokenizer = build_causal_model(recipe.model)
         m, g = recipe.model, recipe.generation
-        train_examples, train_report = generation_examples(tokenizer, train_records, labels, m.max_length, m.stride, g.chat_template,
-                                                           recipe.windows.negative_ratio, recipe.seed)
+        train_examples, train_report = generation_examples(
+            tokenizer, train_records, labels, m.max_length, m.stride, g.chat_template, recipe.windows.negative_ratio, recipe.seed
+        )
         dev_examples, dev_report = generation_examples(tokenizer, dev_records, labels, m.max_length, m.stride, g.chat_template)
         plan = {
-            "labels": labels, "train": train_report.to_dict(), "dev": dev_report.to_dict(), "spans_other_labels": dict(other),
+            "labels": labels,
+            "train": train_report.to_dict(),
+            "dev": dev_report.to_dict(),
+            "spans_other_labels": dict(other),
             "steps_per_epoch": steps_per_epoch(len(train_examples), recipe),
             **parameter_counts(model),
         }
-        return GenerationPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train_examples, dev_examples,
-                                  train_report, dev_report)
+        return GenerationPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train_examples, dev_examples, train_report, dev_report)
 
     def trainer(self, recipe: Recipe, run_dir: Path, p: GenerationPrepared):
         from datasets import Dataset
@@ -66,8 +69,10 @@ class SpanGeneration(Flow):
         # Generating on the dev set every epoch would dominate the training time; the checkpoint is
         # chosen by dev loss on the completions, and the final model is scored by generation.
         return Trainer(
-            model=p.model, args=training_arguments(recipe, run_dir, metric="eval_loss", greater_is_better=False),
-            train_dataset=Dataset.from_list(p.train_examples), eval_dataset=Dataset.from_list(p.dev_examples),
+            model=p.model,
+            args=training_arguments(recipe, run_dir, metric="eval_loss", greater_is_better=False),
+            train_dataset=Dataset.from_list(p.train_examples),
+            eval_dataset=Dataset.from_list(p.dev_examples),
             data_collator=pad_collator(p.tokenizer.pad_token_id),
             callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
         )
@@ -75,9 +80,15 @@ class SpanGeneration(Flow):
     def save(self, recipe: Recipe, p: GenerationPrepared, model, directory: Path) -> None:
         g = recipe.generation
         meta = {
-            "task": "span_generation", "labels": p.labels, "max_length": recipe.model.max_length, "stride": recipe.model.stride,
-            "max_new_tokens": g.max_new_tokens, "batch_size": g.batch_size, "constrained": g.constrained,
-            "min_similarity": g.min_similarity, "chat_template": g.chat_template,
+            "task": "span_generation",
+            "labels": p.labels,
+            "max_length": recipe.model.max_length,
+            "stride": recipe.model.stride,
+            "max_new_tokens": g.max_new_tokens,
+            "batch_size": g.batch_size,
+            "constrained": g.constrained,
+            "min_similarity": g.min_similarity,
+            "chat_template": g.chat_template,
         }
         save_model_dir(model, p.tokenizer, directory, meta)
 
@@ -87,15 +98,29 @@ class SpanGeneration(Flow):
         predictions = generator.predict([r.text for r in records])
         gen = generator.last_report
         unlocated = [[h["label"] for h in gen["hallucinated"] if h["doc"] == i] for i in range(len(records))]
-        metrics = score([r.text for r in records], [r.spans for r in records], predictions, recipe.eval.boundary_tolerance,
-                        recipe.eval.jaccard_threshold, recipe.eval.bootstrap, recipe.seed, unlocated)
+        metrics = score(
+            [r.text for r in records],
+            [r.spans for r in records],
+            predictions,
+            recipe.eval.boundary_tolerance,
+            recipe.eval.jaccard_threshold,
+            recipe.eval.bootstrap,
+            recipe.seed,
+            unlocated,
+        )
         write_predictions(run_dir / "predictions.jsonl", records, predictions)
-        (run_dir / "hallucinations.jsonl").write_text("".join(json.dumps({**h, "id": records[h["doc"]].id}) + "\n" for h in gen["hallucinated"]),
-                                                      encoding="utf-8")
+        (run_dir / "hallucinations.jsonl").write_text(
+            "".join(json.dumps({**h, "id": records[h["doc"]].id}) + "\n" for h in gen["hallucinated"]), encoding="utf-8"
+        )
         return metrics, {
-            "eval_seconds": gen["seconds"], "generated_tokens_per_second": gen["generated_tokens_per_second"],
-            "constrained_decoding": gen["constrained"], "recovered_by": gen["recovered_by"], "hallucinated_spans": gen["hallucinated_spans"],
-            "unknown_label_lines": gen["unknown_label_lines"], "malformed_lines": gen["malformed_lines"], "truncated_outputs": gen["truncated_outputs"],
+            "eval_seconds": gen["seconds"],
+            "generated_tokens_per_second": gen["generated_tokens_per_second"],
+            "constrained_decoding": gen["constrained"],
+            "recovered_by": gen["recovered_by"],
+            "hallucinated_spans": gen["hallucinated_spans"],
+            "unknown_label_lines": gen["unknown_label_lines"],
+            "malformed_lines": gen["malformed_lines"],
+            "truncated_outputs": gen["truncated_outputs"],
             "best_checkpoint_dev_loss": trainer.state.best_metric,
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,

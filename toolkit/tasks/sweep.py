@@ -109,8 +109,15 @@ def write_summary(rows: list[dict], keys: list[str], metric: str, base: Path) ->
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         ci = r["ci95"]
-        cells = [str(r["trial"]), *[str(r[k]) for k in keys], f"{r[metric]:.4f}", f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "",
-                 f"{r['train_seconds']:.0f}", f"{r['time_vs_fastest']:.2f}x", r["best"]]
+        cells = [
+            str(r["trial"]),
+            *[str(r[k]) for k in keys],
+            f"{r[metric]:.4f}",
+            f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "",
+            f"{r['train_seconds']:.0f}",
+            f"{r['time_vs_fastest']:.2f}x",
+            r["best"],
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     (base / "summary.md").write_text(f"# Sweep: dev {metric}\n\nBest: {best['trial']} ({best[metric]:.4f}).\n\n{table}\n", encoding="utf-8")

@@ -129,11 +129,13 @@ def _trainer_class():
 def _dataset(windows, targets):
     from datasets import Dataset
 
-    return Dataset.from_dict({
-        "input_ids": [w.input_ids for w in windows],
-        "attention_mask": [[1] * len(w.input_ids) for w in windows],
-        "labels": targets,
-    })
+    return Dataset.from_dict(
+        {
+            "input_ids": [w.input_ids for w in windows],
+            "attention_mask": [[1] * len(w.input_ids) for w in windows],
+            "labels": targets,
+        }
+    )
 
 
 @dataclass
@@ -158,8 +160,9 @@ class TokenClassification(Flow):
         m = recipe.model
         space = LabelSpace(tuple(labels), m.multi_label, m.label_all_subtokens)
         model, tokenizer = build_token_model(m, space)
-        train_windows, train_targets, train_report = token_features(tokenizer, train_records, space, m.max_length, m.stride,
-                                                                    recipe.windows.negative_ratio, recipe.seed)
+        train_windows, train_targets, train_report = token_features(
+            tokenizer, train_records, space, m.max_length, m.stride, recipe.windows.negative_ratio, recipe.seed
+        )
         dev_windows, dev_targets, dev_report = token_features(tokenizer, dev_records, space, m.max_length, m.stride)
         plan = {
             "labels": list(space.labels),
@@ -168,8 +171,9 @@ class TokenClassification(Flow):
             "steps_per_epoch": steps_per_epoch(len(train_windows), recipe),
             **parameter_counts(model),
         }
-        return TokenPrepared(model, tokenizer, plan, train_report.tokens, space, dev_records, train_windows, train_targets,
-                             dev_windows, dev_targets, train_report, dev_report)
+        return TokenPrepared(
+            model, tokenizer, plan, train_report.tokens, space, dev_records, train_windows, train_targets, dev_windows, dev_targets, train_report, dev_report
+        )
 
     def trainer(self, recipe: Recipe, run_dir: Path, p: TokenPrepared):
         from transformers import EarlyStoppingCallback
@@ -181,7 +185,12 @@ class TokenClassification(Flow):
             logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
             spans = decode_documents(texts, docs, offsets, word_ids, list(logits), p.space)
             s = score(texts, golds, spans, bootstrap=0)["summary"]
-            return {"span_f1": s["span_f1"], "span_precision": s["span_precision"], "span_recall": s["span_recall"], "boundary_both_recall": s["boundary_both_recall"]}
+            return {
+                "span_f1": s["span_f1"],
+                "span_precision": s["span_precision"],
+                "span_recall": s["span_recall"],
+                "boundary_both_recall": s["boundary_both_recall"],
+            }
 
         t = recipe.train
         return _trainer_class()(
@@ -204,8 +213,15 @@ class TokenClassification(Flow):
     def evaluate(self, recipe: Recipe, run_dir: Path, p: TokenPrepared, trainer) -> tuple[dict, dict]:
         tagger = Tagger.load(run_dir)  # score exactly what was saved
         predictions = tagger.predict([r.text for r in p.dev_records], recipe.train.eval_batch_size)
-        metrics = score([r.text for r in p.dev_records], [r.spans for r in p.dev_records], predictions,
-                        recipe.eval.boundary_tolerance, recipe.eval.jaccard_threshold, recipe.eval.bootstrap, recipe.seed)
+        metrics = score(
+            [r.text for r in p.dev_records],
+            [r.spans for r in p.dev_records],
+            predictions,
+            recipe.eval.boundary_tolerance,
+            recipe.eval.jaccard_threshold,
+            recipe.eval.bootstrap,
+            recipe.seed,
+        )
         write_predictions(run_dir / "predictions.jsonl", p.dev_records, predictions)
         return metrics, {
             "eval_seconds": round(tagger.last_report["seconds"], 1),

@@ -60,8 +60,11 @@ def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_be
     from transformers import TrainingArguments
 
     t = recipe.train
-    schedule = {"eval_strategy": "epoch", "save_strategy": "epoch"} if t.eval_every == "epoch" else {
-        "eval_strategy": "steps", "save_strategy": "steps", "eval_steps": t.eval_every, "save_steps": t.eval_every}
+    schedule = (
+        {"eval_strategy": "epoch", "save_strategy": "epoch"}
+        if t.eval_every == "epoch"
+        else {"eval_strategy": "steps", "save_strategy": "steps", "eval_steps": t.eval_every, "save_steps": t.eval_every}
+    )
     cuda = torch.cuda.is_available()
     return TrainingArguments(
         output_dir=str(run_dir / "checkpoints"),

@@ -104,15 +104,22 @@ def run_import(
         fp = text_fingerprint(rec.text)
         if rec.id in held_ids or fp in held_texts:
             log.drop_document(
-                "held_out", f"also in the held-out files (id={held_texts.get(fp, rec.id)!r}).",
+                "held_out",
+                f"also in the held-out files (id={held_texts.get(fp, rec.id)!r}).",
                 "nothing to do: it belongs to the held-out split; this keeps train and dev apart.",
-                severity="warning", spans=len(rec.spans), **where)
+                severity="warning",
+                spans=len(rec.spans),
+                **where,
+            )
             continue
         if rec.id in seen_ids and seen_source[rec.id] != meta.get("source") and seen_ids[rec.id] == fp:
             log.drop_document(
-                "leakage", f"the same document is also in {seen_source[rec.id]}: two splits share it.",
+                "leakage",
+                f"the same document is also in {seen_source[rec.id]}: two splits share it.",
                 f"import each split on its own, with --holdout naming the other (e.g. the file that holds {rec.id!r} for dev).",
-                spans=len(rec.spans), **where)
+                spans=len(rec.spans),
+                **where,
+            )
             continue
         if rec.id in seen_ids:
             same = seen_ids[rec.id] == fp
@@ -120,10 +127,18 @@ def run_import(
                 "duplicate_document" if same else "duplicate_id",
                 "an earlier document has the same id" + (" and text." if same else " but a different text."),
                 "nothing to do: the first copy was kept." if same else "give the documents distinct ids in the source.",
-                severity="warning" if same else "error", spans=len(rec.spans), **where)
+                severity="warning" if same else "error",
+                spans=len(rec.spans),
+                **where,
+            )
             continue
         if fp in seen_texts:
-            log.warn("duplicate_text", f"the same text was imported as id {seen_texts[fp]!r}.", "remove one copy unless both are intended (they would leak across splits).", **where)
+            log.warn(
+                "duplicate_text",
+                f"the same text was imported as id {seen_texts[fp]!r}.",
+                "remove one copy unless both are intended (they would leak across splits).",
+                **where,
+            )
         seen_ids[rec.id] = fp
         seen_source[rec.id] = meta.get("source")
         seen_texts.setdefault(fp, rec.id)

@@ -73,7 +73,8 @@ def read_brat(paths: list[Path], log: ImportLog, discontinuous: str = "report") 
                         "discontinuous",
                         f"{parts[0]} {label!r} has {len(fragments)} fragments ({offsets}).",
                         "import with --discontinuous split to keep each fragment as its own span.",
-                        severity="warning", **where,
+                        severity="warning",
+                        **where,
                     )
                     continue
                 log.warn("discontinuous_split", f"{parts[0]} {label!r} split into {len(fragments)} spans.", "nothing to do.", **where)
@@ -82,7 +83,7 @@ def read_brat(paths: list[Path], log: ImportLog, discontinuous: str = "report") 
                     if span is not None:
                         spans.append(span)
                 continue
-            (a, b), = fragments
+            ((a, b),) = fragments
             span = checked_span(text, a, b, label, log, expected=parts[2], **where)
             if span is not None:
                 spans.append(span)
@@ -105,7 +106,12 @@ def write_brat(records: list[SpanRecord], directory: Path, log: ImportLog) -> No
             lines.append(f"T{k}\t{s.label.replace(' ', '_')} {s.start} {s.end}\t{covered}\n")
             if " " in s.label and s.label not in renamed:
                 renamed.add(s.label)
-                log.warn("label_renamed", f"BRAT types cannot hold spaces: {s.label!r} written as {s.label.replace(' ', '_')!r}.", f"map it back on import: --map-label {s.label.replace(' ', '_')}={s.label!r}.", record_id=rec.id)
+                log.warn(
+                    "label_renamed",
+                    f"BRAT types cannot hold spaces: {s.label!r} written as {s.label.replace(' ', '_')!r}.",
+                    f"map it back on import: --map-label {s.label.replace(' ', '_')}={s.label!r}.",
+                    record_id=rec.id,
+                )
         (directory / f"{stem}.ann").write_text("".join(lines), encoding="utf-8", newline="")
         log.documents += 1
         log.spans += len(rec.spans)

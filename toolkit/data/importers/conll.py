@@ -109,7 +109,9 @@ def _to_record(rid: str, sentences: list[list[Token]], scheme: str, log: ImportL
                 pieces.append(" ")
                 pos += 1
             if tag == "":
-                log.warn("missing_tag", f"token {token!r} has no tag column; read as O.", "write TOKEN<TAB>TAG on every line.", file=name, line=no, record_id=rid)
+                log.warn(
+                    "missing_tag", f"token {token!r} has no tag column; read as O.", "write TOKEN<TAB>TAG on every line.", file=name, line=no, record_id=rid
+                )
                 tag = "O"
             pieces.append(token)
             offsets.append((pos, pos + len(token)))
@@ -119,9 +121,13 @@ def _to_record(rid: str, sentences: list[list[Token]], scheme: str, log: ImportL
     text = "".join(pieces)
     chunks, issues = decode_tags(tags, scheme)  # type: ignore[arg-type]
     for index, message in issues:
-        log.warn("tag_sequence", message + ".", f"check the tags, or pass --scheme if the file is not {scheme.upper()}.", file=name, line=lines[index], record_id=rid)
+        log.warn(
+            "tag_sequence", message + ".", f"check the tags, or pass --scheme if the file is not {scheme.upper()}.", file=name, line=lines[index], record_id=rid
+        )
     spans = [Span(start=offsets[a][0], end=offsets[b - 1][1], label=label) for label, a, b in chunks]
-    return SpanRecord(id=rid, text=text, spans=sorted(spans, key=lambda s: (s.start, s.end, s.label)), meta={"source": Path(name).name, "line": sentences[0][0][0]})
+    return SpanRecord(
+        id=rid, text=text, spans=sorted(spans, key=lambda s: (s.start, s.end, s.label)), meta={"source": Path(name).name, "line": sentences[0][0][0]}
+    )
 
 
 def write_conll(records: list[SpanRecord], path: Path, log: ImportLog, scheme: str = "iob2") -> None:
@@ -137,7 +143,9 @@ def write_conll(records: list[SpanRecord], path: Path, log: ImportLog, scheme: s
                         "not_representable",
                         f"{s.start}-{s.end} {s.label!r} overlaps another span; a flat tag sequence holds one span per token.",
                         "export to docbin or brat (they keep overlaps), or split labels into separate files.",
-                        severity="warning", record_id=rec.id, field=f"spans[{i}]",
+                        severity="warning",
+                        record_id=rec.id,
+                        field=f"spans[{i}]",
                     )
             spans = [rec.spans[i] for i in sorted(kept)]
             cuts = {s.start for s in spans} | {s.end for s in spans}

@@ -67,7 +67,9 @@ def _txt_files(paths: list[Path]) -> list[Path]:
         elif p.suffix.lower() == ".txt" and p.is_file():
             out.append(p)
         else:
-            raise ToolkitError(f"{p}: not a contract .txt file or a directory of them", fix="pass master_clauses.csv followed by the full_contract_txt directory")
+            raise ToolkitError(
+                f"{p}: not a contract .txt file or a directory of them", fix="pass master_clauses.csv followed by the full_contract_txt directory"
+            )
     return out
 
 
@@ -111,10 +113,14 @@ def read_cuad(paths: list[Path], log: ImportLog) -> Iterator[SpanRecord]:
             txt, how = index.find(filename)
             where = {"file": str(csv_path), "line": line, "record_id": filename}
             if txt is None:
-                log.drop_document("missing_text", f"no contract text matches {filename!r}.", "pass the directory holding its .txt file.", severity="warning", **where)
+                log.drop_document(
+                    "missing_text", f"no contract text matches {filename!r}.", "pass the directory holding its .txt file.", severity="warning", **where
+                )
                 continue
             if how == "similar":
-                log.warn("filename_matched", f"{filename!r} matched {txt.name!r} by similarity.", "check the pairing; rename the .txt to match exactly.", **where)
+                log.warn(
+                    "filename_matched", f"{filename!r} matched {txt.name!r} by similarity.", "check the pairing; rename the .txt to match exactly.", **where
+                )
             if txt in used_txt:
                 log.drop_document("duplicate_row", f"{txt.name} is already paired with an earlier row.", "remove the duplicate row.", **where)
                 continue
@@ -140,7 +146,13 @@ def _record(txt: Path, row: dict, categories: list[str], log: ImportLog, where: 
                     continue
                 found = _occurrences(text, piece)
                 if not found:
-                    log.drop_span("not_found", f"{label!r} piece {piece[:80]!r} is not in the contract verbatim.", "correct the clause text in the CSV to match the contract.", field=label, **where)
+                    log.drop_span(
+                        "not_found",
+                        f"{label!r} piece {piece[:80]!r} is not in the contract verbatim.",
+                        "correct the clause text in the CSV to match the contract.",
+                        field=label,
+                        **where,
+                    )
                     continue
                 at = found[min(wanted, len(found)) - 1]
                 span = checked_span(text, at, at + len(piece), label, log, field=label, **where)

@@ -78,7 +78,8 @@ def write_docbin(records: list[SpanRecord], path: Path, log: ImportLog, spans_ke
                     "not_in_ents",
                     f"span {s.start}-{s.end} {s.label!r} overlaps another: kept in doc.spans[{spans_key!r}] only, not in doc.ents.",
                     "read doc.spans, or use a spans-aware component (spancat).",
-                    record_id=rec.id, field=f"spans[{i}]",
+                    record_id=rec.id,
+                    field=f"spans[{i}]",
                 )
         doc.user_data["id"] = rec.id
         db.add(doc)

@@ -72,15 +72,27 @@ def _task(task, n: int, path: Path, log: ImportLog, text_key: str | None) -> Ite
     where["record_id"] = rid
     key = _text_key(task["data"], text_key)
     if key is None:
-        log.drop_document("no_text", f"task {rid} has no text field{' ' + repr(text_key) if text_key else ''}.", "pass --text-key with the data field your labeling config reads ($text).", **where)
+        log.drop_document(
+            "no_text",
+            f"task {rid} has no text field{' ' + repr(text_key) if text_key else ''}.",
+            "pass --text-key with the data field your labeling config reads ($text).",
+            **where,
+        )
         return
     text = task["data"][key]
     annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict) and not a.get("was_cancelled")]
     if not annotations:
-        log.drop_document("unlabeled_task", f"task {rid} has no (non-cancelled) annotation.", "annotate it, or remove it from the export.", severity="warning", **where)
+        log.drop_document(
+            "unlabeled_task", f"task {rid} has no (non-cancelled) annotation.", "annotate it, or remove it from the export.", severity="warning", **where
+        )
         return
     if len(annotations) > 1:
-        log.warn("several_annotations", f"task {rid} has {len(annotations)} annotations; used the first (id={annotations[0].get('id')}).", "resolve disagreements in Label Studio, or export one annotator's work.", **where)
+        log.warn(
+            "several_annotations",
+            f"task {rid} has {len(annotations)} annotations; used the first (id={annotations[0].get('id')}).",
+            "resolve disagreements in Label Studio, or export one annotator's work.",
+            **where,
+        )
     to_index = None
     spans = []
     for k, region in enumerate(annotations[0].get("result") or []):

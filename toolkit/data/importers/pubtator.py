@@ -54,17 +54,31 @@ def _read_file(path: Path, log: ImportLog) -> Iterator[SpanRecord]:
             elif "|a|" in line[:40] and abstract is None:
                 pmid_a, abstract = line.split("|a|", 1)
                 if pmid is not None and pmid_a != pmid:
-                    log.warn("pmid_mismatch", f"abstract id {pmid_a!r} differs from title id {pmid!r}.", "keep title and abstract of one document together.", file=name, line=no)
+                    log.warn(
+                        "pmid_mismatch",
+                        f"abstract id {pmid_a!r} differs from title id {pmid!r}.",
+                        "keep title and abstract of one document together.",
+                        file=name,
+                        line=no,
+                    )
             elif "\t" in line:
                 mentions.append((no, line.split("\t")))
             else:
-                log.warn("unparsed_line", f"line not understood: {line[:60]!r}.", "PubTator lines are ID|t|title, ID|a|abstract or tab-separated mentions.", file=name, line=no)
+                log.warn(
+                    "unparsed_line",
+                    f"line not understood: {line[:60]!r}.",
+                    "PubTator lines are ID|t|title, ID|a|abstract or tab-separated mentions.",
+                    file=name,
+                    line=no,
+                )
         if title is None or abstract is None:
             log.drop_document(
                 "incomplete_document",
                 "a block without both a |t| title and an |a| abstract line.",
                 "each PubTator document needs ID|t|title and ID|a|abstract lines.",
-                spans=len(mentions), file=name, line=first_line,
+                spans=len(mentions),
+                file=name,
+                line=first_line,
             )
             continue
         text = f"{title} {abstract}"
@@ -74,12 +88,26 @@ def _read_file(path: Path, log: ImportLog) -> Iterator[SpanRecord]:
                 log.ignore(f"relation lines ({cols[1]})")
                 continue
             if len(cols) < 5:
-                log.drop_span("bad_mention_line", f"{len(cols)} tab-separated columns.", "mention lines are ID, start, end, text, type[, concept id].", file=name, line=no, record_id=pmid)
+                log.drop_span(
+                    "bad_mention_line",
+                    f"{len(cols)} tab-separated columns.",
+                    "mention lines are ID, start, end, text, type[, concept id].",
+                    file=name,
+                    line=no,
+                    record_id=pmid,
+                )
                 continue
             try:
                 start, end = int(cols[1]), int(cols[2])
             except ValueError:
-                log.drop_span("bad_offsets", f"offsets {cols[1]!r}, {cols[2]!r} are not integers.", "columns 2 and 3 are character offsets.", file=name, line=no, record_id=pmid)
+                log.drop_span(
+                    "bad_offsets",
+                    f"offsets {cols[1]!r}, {cols[2]!r} are not integers.",
+                    "columns 2 and 3 are character offsets.",
+                    file=name,
+                    line=no,
+                    record_id=pmid,
+                )
                 continue
             span = checked_span(text, start, end, cols[4], log, expected=cols[3], file=name, line=no, record_id=pmid)
             if span is not None:
@@ -93,7 +121,12 @@ def write_pubtator(records: list[SpanRecord], path: Path, log: ImportLog) -> Non
     with path.open("w", encoding="utf-8") as out:
         for rec in records:
             if "\n" in rec.text:
-                log.warn("newline_in_text", "PubTator holds one line of title and one of abstract; newlines were kept as spaces.", "nothing to do; offsets are unchanged.", record_id=rec.id)
+                log.warn(
+                    "newline_in_text",
+                    "PubTator holds one line of title and one of abstract; newlines were kept as spaces.",
+                    "nothing to do; offsets are unchanged.",
+                    record_id=rec.id,
+                )
             text = rec.text.replace("\n", " ").replace("\r", " ")
             # PubTator offsets index `title + " " + abstract`; splitting at the first
             # ". " keeps that string equal to the text, so offsets stay valid.
@@ -101,7 +134,7 @@ def write_pubtator(records: list[SpanRecord], path: Path, log: ImportLog) -> Non
             title, abstract = (text[: cut + 1], text[cut + 2 :]) if cut != -1 else (text, "")
             out.write(f"{rec.id}|t|{title}\n{rec.id}|a|{abstract}\n")
             for s in rec.spans:
-                out.write(f"{rec.id}\t{s.start}\t{s.end}\t{text[s.start:s.end]}\t{s.label}\t-\n")
+                out.write(f"{rec.id}\t{s.start}\t{s.end}\t{text[s.start : s.end]}\t{s.label}\t-\n")
             out.write("\n")
             log.documents += 1
             log.spans += len(rec.spans)
