@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import OVERFIT_FIVE, REPO
 
 from toolkit.config import load_recipe
 from toolkit.data.sample import SAMPLE_DIR
@@ -151,21 +151,7 @@ def test_lora_clm_trains_adapters_only(tiny_llama, tmp_path):
 def test_decoder_as_tagger_runs_through_the_mlm_code(tiny_llama, tmp_path):
     recipe = load_recipe(
         REPO / "recipes" / "demo_mlm.yaml",
-        [
-            f"model.name={tiny_llama}",
-            f"output_dir={tmp_path}",
-            "data.train=sample:clinical_train",
-            "data.dev=sample:clinical_train",
-            "data.max_train_docs=5",
-            "data.max_dev_docs=5",
-            "train.epochs=40",
-            "train.learning_rate=3e-3",
-            "train.batch_size=5",
-            "train.warmup_ratio=0",
-            "model.multi_label=false",
-            "model.dropout.embedding=0",
-            "eval.bootstrap=10",
-        ],
+        [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *OVERFIT_FIVE, "model.multi_label=false", "eval.bootstrap=10"],
     )
     result = run_recipe(recipe, tmp_path / "demo_mlm")
     assert result.summary["span_f1"] == 1.0
@@ -194,22 +180,24 @@ def test_compare_table_equals_the_scorer_on_fixed_predictions():
     assert diff == pytest.approx(1.0 - 0.5)
 
 
+def flat_clinical_recipe(model, out, *overrides):
+    """demo_mlm as a flat tagger of the clinical sample (five training documents, the whole dev split)."""
+    base = [
+        f"model.name={model}",
+        f"output_dir={out}",
+        "data.train=sample:clinical_train",
+        "data.dev=sample:clinical_dev",
+        "data.max_train_docs=5",
+        "eval.bootstrap=10",
+        "model.multi_label=false",
+    ]
+    return load_recipe(REPO / "recipes" / "demo_mlm.yaml", [*base, *overrides])
+
+
 def test_compare_reuses_saved_predictions(tiny_bert, tmp_path):
     from toolkit.evaluate.compare import compare
 
-    recipe = load_recipe(
-        REPO / "recipes" / "demo_mlm.yaml",
-        [
-            f"model.name={tiny_bert}",
-            f"output_dir={tmp_path}",
-            "data.train=sample:clinical_train",
-            "data.dev=sample:clinical_dev",
-            "data.max_train_docs=5",
-            "train.epochs=2",
-            "eval.bootstrap=10",
-            "model.multi_label=false",
-        ],
-    )
+    recipe = flat_clinical_recipe(tiny_bert, tmp_path, "train.epochs=2")
     result = run_recipe(recipe, tmp_path / "demo_mlm")
     fresh = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c1", bootstrap=10)
     reused = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c2", bootstrap=10, reuse=True)
@@ -221,20 +209,7 @@ def test_eval_and_compare_apply_the_runs_label_map(tiny_bert, tmp_path):
     from toolkit.evaluate.compare import compare
     from toolkit.evaluate.evaluation import evaluate_run
 
-    recipe = load_recipe(
-        REPO / "recipes" / "demo_mlm.yaml",
-        [
-            f"model.name={tiny_bert}",
-            f"output_dir={tmp_path}",
-            "data.train=sample:clinical_train",
-            "data.dev=sample:clinical_dev",
-            "data.max_train_docs=5",
-            "train.epochs=1",
-            "eval.bootstrap=10",
-            "model.multi_label=false",
-            "data.label_map={Chemical: Entity, Disease: Entity}",
-        ],
-    )
+    recipe = flat_clinical_recipe(tiny_bert, tmp_path, "train.epochs=1", "data.label_map={Chemical: Entity, Disease: Entity}")
     run_recipe(recipe, tmp_path / "demo_mlm")
     metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=0)
     assert metrics["counts"]["gold_spans"] > 0  # raw Chemical/Disease spans are mapped to the run's Entity label

@@ -5,25 +5,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import OVERFIT_FIVE, REPO
 
 from toolkit.config import load_recipe
 from toolkit.evaluate.evaluation import evaluate_run
 from toolkit.tasks import plan_recipe, run_recipe
 
-BASE = [
-    "data.train=sample:clinical_train",
-    "data.dev=sample:clinical_train",
-    "data.max_train_docs=5",
-    "data.max_dev_docs=5",
-    "train.epochs=40",
-    "train.learning_rate=3e-3",
-    "train.batch_size=5",
-    "train.warmup_ratio=0",
-    "train.early_stopping_patience=null",
-    "eval.bootstrap=50",
-    "model.dropout.embedding=0",
-]
+BASE = [*OVERFIT_FIVE, "eval.bootstrap=50"]
 
 
 def recipe(tiny_bert, tmp_path, *extra):

@@ -7,6 +7,8 @@ duplicate documents. Everything it leaves out is logged.
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -16,39 +18,40 @@ from toolkit.data.schema import SpanRecord
 from toolkit.data.validation import text_fingerprint
 from toolkit.errors import ToolkitError
 
-IMPORT_FORMATS = ("conll", "brat", "pubtator", "cuad", "labelstudio", "docbin", "jsonl")
-EXPORT_FORMATS = ("conll", "brat", "pubtator", "labelstudio", "docbin")
+# format -> (module in this package, function, the options it takes with their defaults).
+READERS = {
+    "conll": ("conll", "read_conll", {"scheme": "auto"}),
+    "brat": ("brat", "read_brat", {"discontinuous": "report"}),
+    "pubtator": ("pubtator", "read_pubtator", {}),
+    "cuad": ("cuad", "read_cuad", {}),
+    "labelstudio": ("labelstudio", "read_labelstudio", {"text_key": None}),
+    "docbin": ("docbin", "read_docbin", {"spans_key": None}),
+}
+WRITERS = {
+    "conll": ("conll", "write_conll", {"scheme": "iob2"}),
+    "brat": ("brat", "write_brat", {}),
+    "pubtator": ("pubtator", "write_pubtator", {}),
+    "labelstudio": ("labelstudio", "write_labelstudio", {}),
+    "docbin": ("docbin", "write_docbin", {"spans_key": "sc"}),
+}
+IMPORT_FORMATS = (*READERS, "jsonl")
+EXPORT_FORMATS = tuple(WRITERS)
+
+
+def _bind(entry: tuple[str, str, dict], options: dict) -> Callable:
+    """The format's function (imported on demand: spaCy is heavy) with its options bound."""
+    module, name, defaults = entry
+    function = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    return functools.partial(function, **{key: options.get(key) or default for key, default in defaults.items()})
 
 
 def reader(fmt: str, options: dict) -> Callable[[list[Path], ImportLog], Iterator[SpanRecord]]:
     """The reader of `fmt`, with its format options bound."""
-    if fmt == "conll":
-        from toolkit.data.importers.conll import read_conll
-
-        return lambda paths, log: read_conll(paths, log, scheme=options.get("scheme") or "auto")
-    if fmt == "brat":
-        from toolkit.data.importers.brat import read_brat
-
-        return lambda paths, log: read_brat(paths, log, discontinuous=options.get("discontinuous") or "report")
-    if fmt == "pubtator":
-        from toolkit.data.importers.pubtator import read_pubtator
-
-        return read_pubtator
-    if fmt == "cuad":
-        from toolkit.data.importers.cuad import read_cuad
-
-        return read_cuad
-    if fmt == "labelstudio":
-        from toolkit.data.importers.labelstudio import read_labelstudio
-
-        return lambda paths, log: read_labelstudio(paths, log, text_key=options.get("text_key"))
-    if fmt == "docbin":
-        from toolkit.data.importers.docbin import read_docbin
-
-        return lambda paths, log: read_docbin(paths, log, spans_key=options.get("spans_key"))
     if fmt == "jsonl":
         return read_jsonl_records
-    raise ToolkitError(f"unknown format {fmt!r}", fix=f"use one of {', '.join(IMPORT_FORMATS)}")
+    if fmt not in READERS:
+        raise ToolkitError(f"unknown format {fmt!r}", fix=f"use one of {', '.join(IMPORT_FORMATS)}")
+    return _bind(READERS[fmt], options)
 
 
 def read_jsonl_records(paths: list[Path], log: ImportLog) -> Iterator[SpanRecord]:
@@ -168,26 +171,7 @@ def run_export(fmt: str, records: list[SpanRecord], out: Path, options: dict | N
     options = options or {}
     log = ImportLog(fmt)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "conll":
-        from toolkit.data.importers.conll import write_conll
-
-        write_conll(records, out, log, scheme=options.get("scheme") or "iob2")
-    elif fmt == "brat":
-        from toolkit.data.importers.brat import write_brat
-
-        write_brat(records, out, log)
-    elif fmt == "pubtator":
-        from toolkit.data.importers.pubtator import write_pubtator
-
-        write_pubtator(records, out, log)
-    elif fmt == "labelstudio":
-        from toolkit.data.importers.labelstudio import write_labelstudio
-
-        write_labelstudio(records, out, log)
-    elif fmt == "docbin":
-        from toolkit.data.importers.docbin import DEFAULT_SPANS_KEY, write_docbin
-
-        write_docbin(records, out, log, spans_key=options.get("spans_key") or DEFAULT_SPANS_KEY)
-    else:
+    if fmt not in WRITERS:
         raise ToolkitError(f"cannot export to {fmt!r}", fix=f"use one of {', '.join(EXPORT_FORMATS)}")
+    _bind(WRITERS[fmt], options)(records, out, log)
     return log

@@ -1,0 +1,96 @@
+"""The package's import graph: no cycles between modules or between subpackages, pure layers stay
+pure, and no module imports a training flow (flows are reached through the task table)."""
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = REPO / "toolkit"
+FLOWS = {"toolkit.tasks.token_classification", "toolkit.tasks.span_generation", "toolkit.tasks.pretrain"}
+
+
+def module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> toolkit modules it imports (at module level or inside functions)."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("toolkit"):
+                deps |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("toolkit")}
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_no_import_cycles_between_modules():
+    assert cycles(import_graph()) == []
+
+
+def test_no_import_cycles_between_subpackages():
+    packages: dict[str, set[str]] = {}
+    for module, deps in import_graph().items():
+        packages.setdefault(package_of(module), set()).update(package_of(d) for d in deps if package_of(d) != package_of(module))
+    assert cycles(packages) == []
+
+
+def test_pure_layers_stay_pure():
+    graph = import_graph()
+    allowed = {
+        "toolkit.spans": {"toolkit.spans"},
+        "toolkit.data": {"toolkit.data", "toolkit.spans", "toolkit.errors", "toolkit.pretrained"},
+    }
+    for module, deps in graph.items():
+        for prefix, ok in allowed.items():
+            if module.startswith(prefix):
+                assert {package_of(d) for d in deps} <= ok, f"{module} imports {sorted(deps)}"
+    assert {package_of(d) for d in graph["toolkit.evaluate.metrics"]} <= {"toolkit.spans"}
+
+
+def test_no_module_imports_a_training_flow():
+    for module, deps in import_graph().items():
+        assert not (deps & FLOWS), f"{module} imports {sorted(deps & FLOWS)}: reach flows through toolkit.tasks.flow_for"
