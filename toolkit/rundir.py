@@ -32,6 +32,9 @@ CONFIG_FILE = "config.yaml"
 DATA_REPORT_FILE = "data_report.json"
 TRAIN_LOG_FILE = "train_log.jsonl"
 METRICS_FILE = "metrics.json"
+REPORT_FILE = "report.md"
+PREDICTIONS_FILE = "predictions.jsonl"
+HALLUCINATIONS_FILE = "hallucinations.jsonl"
 MODEL_DIR = "model"
 META_FILE = "toolkit.json"
 MANIFEST = "manifest.json"
@@ -63,6 +66,11 @@ def start_run_dir(recipe: Recipe, run_dir: Path, plan: dict) -> None:
 
 def write_train_log(run_dir: Path, log_history: list[dict]) -> None:
     (run_dir / TRAIN_LOG_FILE).write_text("".join(json.dumps(e) + "\n" for e in log_history), encoding="utf-8")
+
+
+def write_hallucinations(run_dir: Path, rows: list[dict]) -> None:
+    """Generated spans that could not be located in their window, one JSON object a line."""
+    (run_dir / HALLUCINATIONS_FILE).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
 
 def save_model_dir(model, tokenizer, directory: Path, meta: dict) -> None:
@@ -141,6 +149,26 @@ def open_run(path: Path | str) -> Run:
     candidates = [d / CONFIG_FILE for d in ((path, path.parent) if model_dir == path else (path,))]
     config = next((c for c in candidates if c.is_file()), None)
     return Run(path, model_dir, load_meta(model_dir), load_recipe(config) if config else None, config)
+
+
+def saved_predictions(run: Run) -> tuple[dict[str, list[dict]], dict[str, list[str]], dict] | None:
+    """A finished run's own dev outputs: spans per document id, labels of hallucinated spans per id,
+    and the run information of metrics.json; None when the run has no saved predictions."""
+    pred_file, metrics_file = run.path / PREDICTIONS_FILE, run.path / METRICS_FILE
+    if not (pred_file.is_file() and metrics_file.is_file()):
+        return None
+    spans = {}
+    with pred_file.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            spans[row["id"]] = row["spans"]
+    hallucinated: dict[str, list[str]] = {}
+    if (run.path / HALLUCINATIONS_FILE).is_file():
+        with (run.path / HALLUCINATIONS_FILE).open(encoding="utf-8") as handle:
+            for line in handle:
+                row = json.loads(line)
+                hallucinated.setdefault(row["id"], []).append(row["label"])
+    return spans, hallucinated, json.loads(metrics_file.read_text(encoding="utf-8")).get("run", {})
 
 
 def records_for(run: Run, data: str, max_docs: int | None = None, labels: list[str] | None = None, other: Counter | None = None) -> list[SpanRecord]:

@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from toolkit.infer import load_predictor
 from toolkit.rundir import MANIFEST as MANIFEST_FILE
-from toolkit.rundir import read_manifest, verify_artifact
+from toolkit.rundir import ONNX_FILE, read_manifest, verify_artifact
 
 OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/metrics", "/docs", "/docs.json")
 
@@ -167,7 +167,7 @@ class Extraction:
     model = bentoml.depends(ExtractionModel)
 
     def __init__(self) -> None:
-        self.model_info = {"id": MANIFEST["model_id"], "version": MANIFEST["files"]["model.onnx"]["sha256"][:12], "precision": MANIFEST["precision"]}
+        self.model_info = {"id": MANIFEST["model_id"], "version": MANIFEST["files"][ONNX_FILE]["sha256"][:12], "precision": MANIFEST["precision"]}
 
     async def _tag(self, docs: list[str]) -> list[list[dict]]:
         import aiohttp

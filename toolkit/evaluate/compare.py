@@ -19,7 +19,7 @@ from pathlib import Path
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor, predict_with_report
-from toolkit.rundir import Run, open_run, records_for
+from toolkit.rundir import Run, open_run, records_for, saved_predictions
 from toolkit.spans.decoding import PredictedSpan
 
 COLUMNS = [
@@ -49,22 +49,14 @@ class System:
 def saved_system(run: Run, ids: list[str]) -> System | None:
     """A run's own dev predictions (predictions.jsonl, hallucinations.jsonl, timing from metrics.json),
     when they cover every requested document; None otherwise."""
-    path = run.path
-    pred_file, metrics_file = path / "predictions.jsonl", path / "metrics.json"
-    if not (pred_file.is_file() and metrics_file.is_file()):
+    saved_outputs = saved_predictions(run)
+    if saved_outputs is None:
         return None
-    saved = {}
-    for line in pred_file.open(encoding="utf-8"):
-        row = json.loads(line)
-        saved[row["id"]] = [PredictedSpan(s["start"], s["end"], s["label"], s["score"]) for s in row["spans"]]
+    spans, halluc, info = saved_outputs
+    saved = {i: [PredictedSpan(s["start"], s["end"], s["label"], s["score"]) for s in doc] for i, doc in spans.items()}
     if not all(i in saved for i in ids):
         return None
-    halluc: dict[str, list[str]] = {}
-    if (path / "hallucinations.jsonl").is_file():
-        for line in (path / "hallucinations.jsonl").open(encoding="utf-8"):
-            row = json.loads(line)
-            halluc.setdefault(row["id"], []).append(row["label"])
-    info = json.loads(metrics_file.read_text(encoding="utf-8")).get("run", {})
+    path = run.path
     task = run.task
     per_doc = info.get("eval_seconds", 0.0) / max(1, len(saved))
     tps = info.get("generated_tokens_per_second") if task == "span_generation" else None

@@ -10,7 +10,7 @@ from toolkit.data.records import resolve_data_path
 from toolkit.evaluate.metrics import score
 from toolkit.evaluate.reporting import write_metrics, write_predictions
 from toolkit.infer import load_predictor, predict_with_report
-from toolkit.rundir import open_run, records_for
+from toolkit.rundir import PREDICTIONS_FILE, open_run, records_for
 
 
 def evaluate_run(path: Path, data: str, out: Path | None = None, bootstrap: int = 1000, tolerances: list[int] | None = None) -> tuple[dict, Path]:
@@ -30,7 +30,7 @@ def evaluate_run(path: Path, data: str, out: Path | None = None, bootstrap: int 
         "spans_of_other_labels_ignored": dict(other),
         "hallucinated": timing.get("hallucinated", []),
     }
-    write_predictions(out / "predictions.jsonl", records, predictions)
+    write_predictions(out / PREDICTIONS_FILE, records, predictions)
     write_metrics(out, metrics, f"{Path(path).name} on {data}", extra)
     return metrics, out
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from toolkit.data.jsonl import write_jsonl
 from toolkit.data.schema import SpanRecord
+from toolkit.rundir import METRICS_FILE, REPORT_FILE
 from toolkit.spans.decoding import PredictedSpan
 
 HEADLINE = [
@@ -59,8 +60,8 @@ def markdown_report(title: str, metrics: dict, extra: dict | None = None) -> str
 
 def write_metrics(directory: Path, metrics: dict, title: str, extra: dict | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "metrics.json").write_text(json.dumps({**metrics, **({"run": extra} if extra else {})}, indent=2), encoding="utf-8")
-    (directory / "report.md").write_text(markdown_report(title, metrics, extra), encoding="utf-8")
+    (directory / METRICS_FILE).write_text(json.dumps({**metrics, **({"run": extra} if extra else {})}, indent=2), encoding="utf-8")
+    (directory / REPORT_FILE).write_text(markdown_report(title, metrics, extra), encoding="utf-8")
 
 
 def score_table(title: str, metrics: dict):

@@ -19,7 +19,7 @@ from typing import Any
 from toolkit.config import Recipe
 from toolkit.data.corpora import TextReport, pack_blocks, read_texts, split_blocks
 from toolkit.errors import ConfigError
-from toolkit.rundir import METRICS_FILE, save_model_dir
+from toolkit.rundir import METRICS_FILE, REPORT_FILE, save_model_dir
 from toolkit.tasks.flow import Flow, Prepared, RunResult
 from toolkit.tasks.models import build_causal_model, build_masked_model
 from toolkit.tasks.training import pad_collator, parameter_counts, training_arguments
@@ -205,7 +205,7 @@ class Pretraining(Flow):
 
     def write(self, recipe: Recipe, result: RunResult) -> None:
         (result.run_dir / METRICS_FILE).write_text(json.dumps(result.metrics, indent=2) + "\n", encoding="utf-8")
-        (result.run_dir / "report.md").write_text(_report(recipe, result.metrics), encoding="utf-8")
+        (result.run_dir / REPORT_FILE).write_text(_report(recipe, result.metrics), encoding="utf-8")
 
     def summary(self, recipe: Recipe, result: RunResult) -> str:
         return _report(recipe, result.metrics)

@@ -10,7 +10,6 @@ with its generation settings, and scores the saved model with the `SpanGenerator
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from toolkit.data.schema import SpanRecord
 from toolkit.evaluate.metrics import score
 from toolkit.evaluate.reporting import write_predictions
 from toolkit.infer.generator import SpanGenerator
-from toolkit.rundir import save_model_dir
+from toolkit.rundir import PREDICTIONS_FILE, save_model_dir, write_hallucinations
 from toolkit.tasks.features import FeatureReport, generation_examples, labels_to_learn
 from toolkit.tasks.flow import Flow, Prepared
 from toolkit.tasks.models import build_causal_model
@@ -108,10 +107,8 @@ class SpanGeneration(Flow):
             recipe.seed,
             unlocated,
         )
-        write_predictions(run_dir / "predictions.jsonl", records, predictions)
-        (run_dir / "hallucinations.jsonl").write_text(
-            "".join(json.dumps({**h, "id": records[h["doc"]].id}) + "\n" for h in gen["hallucinated"]), encoding="utf-8"
-        )
+        write_predictions(run_dir / PREDICTIONS_FILE, records, predictions)
+        write_hallucinations(run_dir, [{**h, "id": records[h["doc"]].id} for h in gen["hallucinated"]])
         return metrics, {
             "eval_seconds": gen["seconds"],
             "generated_tokens_per_second": gen["generated_tokens_per_second"],

@@ -11,7 +11,7 @@ from typing import Any
 
 from toolkit.config import FloatRange, Recipe, dump_recipe, with_params
 from toolkit.errors import ToolkitError
-from toolkit.rundir import METRICS_FILE, prepare_run_dir
+from toolkit.rundir import CONFIG_FILE, METRICS_FILE, prepare_run_dir
 from toolkit.tasks import run_recipe
 from toolkit.tasks.training import is_main_process
 
@@ -62,7 +62,7 @@ def run_sweep(recipe: Recipe, dry_run: bool = False, overwrite: bool = False) ->
         return json.dumps({"method": sweep.method, "trials": points}, indent=2, default=str)
     if main:
         base.mkdir(parents=True, exist_ok=True)
-        dump_recipe(recipe, base / "config.yaml")
+        dump_recipe(recipe, base / CONFIG_FILE)
     rows: list[dict] = []
     if sweep.method == "grid":
         for i, params in enumerate(grid_points(sweep.params)):

@@ -19,7 +19,7 @@ from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
 from toolkit.evaluate.reporting import write_predictions
 from toolkit.infer.tagger import Tagger
-from toolkit.rundir import save_model_dir
+from toolkit.rundir import PREDICTIONS_FILE, save_model_dir
 from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window
@@ -222,7 +222,7 @@ class TokenClassification(Flow):
             recipe.eval.bootstrap,
             recipe.seed,
         )
-        write_predictions(run_dir / "predictions.jsonl", p.dev_records, predictions)
+        write_predictions(run_dir / PREDICTIONS_FILE, p.dev_records, predictions)
         return metrics, {
             "eval_seconds": round(tagger.last_report["seconds"], 1),
             "best_checkpoint_dev_span_f1": trainer.state.best_metric,
