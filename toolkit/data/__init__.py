@@ -1,0 +1,1 @@
+"""Data: the span record, validation and `toolkit check`, importers and exporters, unlabeled corpora, the embedded sample."""

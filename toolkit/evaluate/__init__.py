@@ -1,0 +1,1 @@
+"""Evaluation: the one scorer, run reports, `toolkit eval` and `toolkit compare`."""

@@ -1,4 +1,4 @@
-"""The CLM track's prompt and target format. Pure: no torch, no I/O.
+"""span_generation's prompt and target format. Pure: no torch, no I/O.
 
 Prompt (one per window of a document):
 
