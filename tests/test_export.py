@@ -122,8 +122,12 @@ def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
     assert generator.last_report["hallucinated_spans"] == 0 and any(spans)
     # int8 decoders export too (budget relaxed: a tiny overfit model is not a quality test).
     int8 = export_run(tmp_path / "demo_clm", tmp_path / "clm_int8", quantize="int8", parity_docs=2, budgets=ParityBudgets(max_f1_drop=1.0))
-    assert int8["precision"] == "int8" and "int8" in int8["parity"]
+    assert int8["precision"] == "int8" and "blocks" in int8["parity"]["int8"]["scheme"]
     assert int8["files"]["model.onnx"]["bytes"] < manifest["files"]["model.onnx"]["bytes"]
+    # int8 activations are scaled per row: a document's generated spans are the same alone and batched.
+    quantized = load_predictor(tmp_path / "clm_int8")
+    alone = quantized.predict(texts[:1], batch_size=8)
+    assert quantized.predict([texts[1], texts[0]], batch_size=8)[1] == alone[0]
 
 
 def test_lora_run_exports_merged_with_parity(tiny_bert, tmp_path):

@@ -118,3 +118,90 @@ def test_chunked_bodies_are_limited_too(server):
     assert status == 413 and "20000" in body["error"]
     status, body = send(json.dumps({"text": "Patient reports no pain."}).encode())
     assert status == 200 and "spans" in body
+
+
+def test_every_error_is_json(server):
+    status, raw = server.get("/extract", headers=AUTH)
+    body = json.loads(raw)
+    assert status == 405 and "POST" in body["fix"]
+    status, raw = server.get("/no/such/path", headers=AUTH)
+    assert status == 404 and "error" in json.loads(raw)
+
+
+@pytest.mark.slow
+def test_sustained_load_answers_equal_single_requests(server):
+    """320 requests from 32 closed-loop clients: no errors, every answer equal to the same document sent alone."""
+    texts = [r.text for r in load_records("sample:clinical_dev")]
+    single = {t: server.post("/extract", {"text": t}, headers=AUTH)[1]["spans"] for t in texts}
+
+    def client(k: int) -> list[tuple[int, bool]]:
+        out = []
+        for i in range(10):
+            t = texts[(k * 10 + i) % len(texts)]
+            status, body = server.post("/extract", {"text": t}, headers=AUTH)
+            out.append((status, status == 200 and body["spans"] == single[t]))
+        return out
+
+    with ThreadPoolExecutor(32) as pool:
+        results = [r for rows in pool.map(client, range(32)) for r in rows]
+    assert len(results) == 320
+    assert [s for s, _ in results].count(200) == 320, f"errors: {[s for s, _ in results if s != 200]}"
+    assert all(same for _, same in results)
+
+
+@pytest.mark.slow
+def test_a_full_queue_answers_503_with_retry_after(tiny_mlm_artifact, tmp_path):
+    """A bound of one document's characters: concurrent requests beyond it are refused at once, as JSON."""
+    import urllib.error
+    import urllib.request
+
+    text = load_records("sample:clinical_dev")[0].text
+    with Server(tiny_mlm_artifact, port=free_port(), log=tmp_path / "log", max_queue_chars=len(text)) as s:
+
+        def post(_):
+            req = urllib.request.Request(s.url + "/extract", data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    return resp.status, {k.lower(): v for k, v in resp.headers.items()}, json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, {k.lower(): v for k, v in exc.headers.items()}, json.loads(exc.read())
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(post, range(48)))
+        refused = [a for a in answers if a[0] == 503]
+        assert refused and all(int(a[1]["retry-after"]) >= 1 and "queue is full" in a[2]["error"] for a in refused)
+        assert {a[0] for a in answers} <= {200, 503}
+        assert post(0)[0] == 200  # the service keeps answering
+
+
+@pytest.mark.slow
+def test_toolkit_serve_stops_its_whole_process_tree(tiny_mlm_artifact, tmp_path):
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    import psutil
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "serve", str(tiny_mlm_artifact), "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
+                break
+        except OSError:
+            time.sleep(0.5)
+    family = psutil.Process(proc.pid).children(recursive=True)
+    assert family, "bentoml serve and its workers run under toolkit serve"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, f"left running: {[p.pid for p in alive]}"
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no owner
+        sock.bind(("127.0.0.1", port))  # nothing listens on the port any more

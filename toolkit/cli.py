@@ -224,12 +224,17 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 3000,
     max_batch_size: Annotated[int, typer.Option(help="Adaptive batching: most documents per model call (1 turns batching off).")] = 32,
-    max_latency_ms: Annotated[int, typer.Option(help="Adaptive batching: latency budget per request.")] = 2000,
+    max_queue_seconds: Annotated[
+        float, typer.Option(help="Admission bound: work waiting for the model, in seconds at the throughput measured at export; past it 503 + Retry-After.")
+    ] = 30.0,
+    max_latency_ms: Annotated[
+        int, typer.Option(help="Adaptive batching: the latency BentoML's dispatcher aims for (calls it cancels are resubmitted).")
+    ] = 2_000,
 ) -> None:
     """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics)."""
     from toolkit.deploy.launch import serve_artifact
 
-    serve_artifact(artifact, host, port, max_batch_size, max_latency_ms)
+    serve_artifact(artifact, host, port, max_batch_size, max_latency_ms, max_queue_seconds=max_queue_seconds)
 
 
 @app.command()

@@ -6,9 +6,11 @@ onnxruntime-genai's builder because its ORTModelForCausalLM plugs into transform
 `generate`, so the CLM track's constrained copy decoding (a LogitsProcessor) and its
 windowing, parsing and offset recovery run unchanged on the ONNX model.
 
-int8 is onnxruntime's dynamic quantization with per-channel weights (per-tensor weights
-lost more decisions in the parity check; figures in docs/benchmarks.md). Nothing is written at `out` unless every parity budget holds:
-the artifact is built in a temporary sibling directory and renamed into place.
+int8 stores matmul weights as 8-bit blocks and quantizes activations per row block at run time, so
+a document's answer never depends on the documents batched with it (`_quantize_int8`). Nothing is
+written at `out` unless every parity budget holds: the artifact is built in a temporary sibling
+directory and renamed into place. The manifest records the artifact's measured throughput, from
+which the service sizes its admission queue.
 """
 
 from __future__ import annotations
@@ -93,10 +95,38 @@ def _onnx_export(model_dir: Path, out: Path, task: str) -> None:
 
 
 def _quantize_int8(fp32: Path, int8: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    """int8 weights in blocks of INT8_BLOCK input channels (onnxruntime's MatMulNBits, 8 bits); at run time
+    each row of activations is quantized per block (accuracy level 4: int8 compute). A row's scale never
+    sees another row, so a window's outputs do not depend on the windows batched with it, unlike
+    whole-tensor dynamic quantization. Embeddings stay fp32. Accuracy and speed against the other
+    schemes we measured (dynamic, static with calibration): docs/benchmarks.md."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-    # Per-channel scales follow each output row's range, so small rows keep their precision (docs/benchmarks.md).
-    quantize_dynamic(str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8)
+    quantizer = MatMulNBitsQuantizer(onnx.load(str(fp32)), bits=8, block_size=INT8_BLOCK, is_symmetric=True, accuracy_level=4)
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(int8), use_external_data_format=False)
+
+
+INT8_BLOCK = 32
+
+
+def _throughput(directory: Path, texts: list[str]) -> dict:
+    """The artifact's own speed on the parity documents (after one warm-up document): the service
+    sizes its admission queue from chars_per_second."""
+    predictor = load_predictor(directory)
+    predictor.predict(texts[:1])
+    started = time.perf_counter()
+    predictor.predict(texts)
+    seconds = time.perf_counter() - started
+    chars = sum(len(t) for t in texts)
+    return {
+        "documents": len(texts),
+        "characters": chars,
+        "seconds": round(seconds, 3),
+        "docs_per_second": round(len(texts) / seconds, 2),
+        "chars_per_second": round(chars / seconds, 1),
+    }
 
 
 def export_run(
@@ -150,7 +180,7 @@ def export_run(
             os.replace(tmp / "model.int8.onnx", onnx_dir / ONNX_FILE)
             for external in onnx_dir.glob("model.onnx_data"):
                 external.unlink()  # the quantized graph holds its own weights
-            int8 = _parity(ref, outputs(load_predictor(onnx_dir), texts, windows), records, group)
+            int8 = {**_parity(ref, outputs(load_predictor(onnx_dir), texts, windows), records, group), "scheme": f"weights int8 in blocks of {INT8_BLOCK}"}
             parity["int8"] = int8
             if reference_f1 - int8["span_f1"] > budgets.max_f1_drop:
                 problems.append(f"int8 span F1 drop {reference_f1 - int8['span_f1']:.4f} > {budgets.max_f1_drop}")
@@ -170,6 +200,7 @@ def export_run(
                 "windowing": {"max_length": meta["max_length"], "stride": meta["stride"]},
                 "parity": parity,
                 "budgets": asdict(budgets),
+                "throughput": _throughput(onnx_dir, texts),
                 "export_seconds": round(time.perf_counter() - started, 1),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "versions": _versions(__version__),

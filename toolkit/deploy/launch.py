@@ -24,7 +24,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int = 10_000, **limits: int | str) -> dict[str, str]:
+def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int = 2_000, **limits: int | float | str) -> dict[str, str]:
     """The environment the service module reads its settings from (see toolkit.deploy.serving)."""
     # A cheap check here, so a wrong path fails with its fix rather than inside a worker;
     # the model service verifies every file's sha256 when it loads the artifact.
@@ -44,10 +44,52 @@ def serve_command(host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "bentoml", "serve", "toolkit.deploy.serving:Extraction", "--host", host, "--port", str(port)]
 
 
-def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, max_latency_ms: int) -> None:
-    """Serve in the foreground until interrupted."""
-    env = service_env(artifact, max_batch_size, max_latency_ms)
-    raise SystemExit(subprocess.call(serve_command(host, port), env=env))
+def stop_process_tree(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Stop a process and everything it started: SIGTERM to all, SIGKILL to what outlives `timeout`.
+
+    BentoML's workers are grandchildren that can outlive their parent (they were left holding the
+    port when only the group leader was waited for), so every descendant is collected first."""
+    import psutil
+
+    try:
+        root = psutil.Process(process.pid)
+        family = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        family = []
+    for p in family:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(family, timeout=timeout)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=5)
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, max_latency_ms: int, **limits: int | float | str) -> None:
+    """Serve in the foreground until interrupted; SIGTERM or SIGINT stops the whole process tree."""
+    import signal
+
+    env = service_env(artifact, max_batch_size, max_latency_ms, **limits)
+    child = subprocess.Popen(serve_command(host, port), env=env, start_new_session=True)
+
+    def stop(signum, frame):
+        stop_process_tree(child)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    code = child.wait()
+    stop_process_tree(child)  # workers left behind by an arbiter that died
+    raise SystemExit(code)
 
 
 class Server:
@@ -59,10 +101,10 @@ class Server:
         port: int = 3000,
         host: str = "127.0.0.1",
         max_batch_size: int = 32,
-        max_latency_ms: int = 10_000,
+        max_latency_ms: int = 2_000,
         startup_timeout: float = 180.0,
         log: Path | None = None,
-        **limits: int | str,
+        **limits: int | float | str,
     ):
         self.url = f"http://{host}:{port}"
         self.env = service_env(artifact, max_batch_size, max_latency_ms, **limits)
@@ -92,15 +134,8 @@ class Server:
         raise ToolkitError(f"the service did not become ready within {self.startup_timeout:.0f} s", fix="read its log, or raise startup_timeout")
 
     def __exit__(self, *exc) -> None:
-        import signal
-
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        if self.process is not None:
+            stop_process_tree(self.process)
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 120) -> tuple[int, bytes]:
         req = urllib.request.Request(self.url + path, data=body, method=method, headers={"Content-Type": "application/json", **(headers or {})})

@@ -16,8 +16,13 @@ TOOLKIT_API_KEY (when set, requests need header `X-API-Key: <key>` or
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
+import math
 import os
+import time
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +43,11 @@ OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/metrics", "/docs", "/docs.json"
 class ServeSettings(BaseModel):
     artifact: Path
     max_batch_size: int = Field(default=32, ge=1)
-    max_latency_ms: int = Field(default=10_000, ge=1)
+    # BentoML's batch dispatcher: the latency it aims for (it also sets how long the first batches wait
+    # while it learns the model's speed). Calls it cancels are resubmitted, not answered 503.
+    max_latency_ms: int = Field(default=2_000, ge=1)
+    max_queue_seconds: float = Field(default=30.0, gt=0)
+    max_queue_chars: int | None = Field(default=None, ge=1)
     max_body_bytes: int = Field(default=4 * 2**20, ge=1)
     max_doc_chars: int = Field(default=500_000, ge=1)
     max_texts: int = Field(default=64, ge=1)
@@ -53,18 +62,62 @@ class ServeSettings(BaseModel):
         if not artifact:
             raise RuntimeError("TOOLKIT_ARTIFACT is not set: point it at a directory made by `toolkit export` (or use `toolkit serve DIR`)")
         values: dict[str, Any] = {"artifact": artifact, "api_key": env.get("TOOLKIT_API_KEY") or None}
-        for name in ("max_batch_size", "max_latency_ms", "max_body_bytes", "max_doc_chars", "max_texts", "model_batch"):
+        for name in ("max_batch_size", "max_latency_ms", "max_body_bytes", "max_doc_chars", "max_texts", "model_batch", "max_queue_chars"):
             if env.get(f"TOOLKIT_{name.upper()}"):
                 values[name] = int(env[f"TOOLKIT_{name.upper()}"])
+        if env.get("TOOLKIT_MAX_QUEUE_SECONDS"):
+            values["max_queue_seconds"] = float(env["TOOLKIT_MAX_QUEUE_SECONDS"])
         return cls(**values)
 
 
-def error(status: int, message: str, fix: str | None = None, **extra: Any) -> JSONResponse:
+MODEL_CALL_TIMEOUT_S = 600  # the services' traffic timeout
+RESUBMIT_DELAY_S = 0.05
+
+# Without a measured throughput (artifacts exported before it was recorded) the bound assumes this.
+FALLBACK_CHARS_PER_SECOND = 20_000.0
+
+
+class AdmissionQueue:
+    """A bound on the characters waiting for, or inside, the model. Below it requests wait their
+    turn; above it they are refused at once with 503 and a Retry-After that estimates the drain time.
+
+    Our own (a counter on the API worker's event loop) because BentoML's dispatcher sheds load by a
+    latency estimate instead of queueing. The bound is `max_queue_seconds` of work at the model's
+    throughput measured at export, so a closed loop of clients never trips it."""
+
+    def __init__(self, capacity_chars: int, chars_per_second: float):
+        self.capacity = capacity_chars
+        self.rate = chars_per_second
+        self.pending = 0
+
+    def admit(self, chars: int) -> bool:
+        # A document larger than the whole bound still gets in when nothing else waits.
+        if self.pending and self.pending + chars > self.capacity:
+            return False
+        self.pending += chars
+        return True
+
+    def release(self, chars: int) -> None:
+        self.pending -= chars
+
+    def retry_after(self) -> int:
+        return max(1, math.ceil(self.pending / self.rate))
+
+    @classmethod
+    def for_artifact(cls, settings: ServeSettings, manifest: dict) -> AdmissionQueue:
+        rate = float(manifest.get("throughput", {}).get("chars_per_second") or FALLBACK_CHARS_PER_SECOND)
+        return cls(settings.max_queue_chars or int(rate * settings.max_queue_seconds), rate)
+
+
+def error(status: int, message: str, fix: str | None = None, headers: dict[str, str] | None = None, allow: str | None = None, **extra: Any) -> JSONResponse:
     """Every error the service answers is JSON: {"error": ..., "fix": ...}."""
     body: dict[str, Any] = {"error": message, **extra}
     if fix:
         body["fix"] = fix
-    return JSONResponse(body, status_code=status)
+    headers = dict(headers or {})
+    if allow:
+        headers["Allow"] = allow
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 def check_request(
@@ -92,6 +145,32 @@ def check_request(
     return docs, None
 
 
+def json_errors(send):
+    """Wrap an ASGI `send` so that every 4xx/5xx answer is JSON: a plain-text error body (from
+    BentoML or Starlette: unknown path, method not allowed, an internal error) becomes {"error": text}."""
+    state: dict[str, Any] = {}
+
+    async def wrapped(message):
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            headers = {k.decode("latin-1").lower(): v for k, v in message.get("headers", [])}
+            if not headers.get("content-type", b"").startswith(b"application/json"):
+                state["start"], state["body"] = message, b""
+                return None
+        if "start" in state and message["type"] == "http.response.body":
+            state["body"] += message.get("body", b"")
+            if message.get("more_body"):
+                return None
+            start = state.pop("start")
+            text = state.pop("body").decode("utf-8", errors="replace").strip() or "error"
+            body = json.dumps({"error": text, "status": start["status"]}).encode()
+            kept = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-type", b"content-length")]
+            await send({**start, "headers": [*kept, (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            return await send({"type": "http.response.body", "body": body})
+        return await send(message)
+
+    return wrapped
+
+
 class RequestGuard:
     """ASGI middleware: body-size limit and API-key check before BentoML parses anything."""
 
@@ -108,6 +187,11 @@ class RequestGuard:
             given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
             if not hmac.compare_digest(given.encode(), self.settings.api_key.encode()):
                 return await error(401, "missing or wrong API key", "send the key in the X-API-Key header")(scope, receive, send)
+        send = json_errors(send)
+        if path == "/extract" and scope.get("method") != "POST":
+            return await error(405, f"{scope.get('method')} /extract is not supported", "send POST /extract with a JSON body", allow="POST")(
+                scope, receive, send
+            )
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -137,6 +221,7 @@ class RequestGuard:
 SETTINGS = ServeSettings.from_env()
 MANIFEST: dict = read_manifest(SETTINGS.artifact)
 BATCHABLE = SETTINGS.max_batch_size > 1
+QUEUE = AdmissionQueue.for_artifact(SETTINGS, MANIFEST)
 
 
 @bentoml.service(name="extraction_model", workers=1, traffic={"timeout": 600})
@@ -170,27 +255,49 @@ class Extraction:
         self.model_info = {"id": MANIFEST["model_id"], "version": MANIFEST["files"][ONNX_FILE]["sha256"][:12], "precision": MANIFEST["precision"]}
 
     async def _tag(self, docs: list[str]) -> list[list[dict]]:
+        """The model service's answer. Two kinds of refusal are retried, since tagging has no side effects:
+        BentoML's batch dispatcher cancelling a queued call by its own latency estimate (503; the
+        admission queue already bounds the work, so the call is resubmitted rather than shed), and an
+        internal connection closed as it was reused (aiohttp ServerDisconnectedError under many clients;
+        docs/benchmarks.md, Export and serving)."""
         import aiohttp
+        from bentoml.exceptions import BentoMLException
 
-        # Under many concurrent requests the internal HTTP connection to the model service is
-        # sometimes closed as it is reused (aiohttp ServerDisconnectedError; docs/benchmarks.md, Export and serving).
-        # Tagging has no side effects, so the call is retried on a fresh connection.
-        for _ in range(2):
+        deadline = time.monotonic() + MODEL_CALL_TIMEOUT_S
+        dropped = 0
+        while True:
             try:
                 return await self.model.to_async.tag(docs)
+            except BentoMLException as exc:
+                if getattr(exc, "error_code", None) != HTTPStatus.SERVICE_UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(RESUBMIT_DELAY_S)
             except aiohttp.ClientConnectionError:
-                pass
-        return await self.model.to_async.tag(docs)  # a third failure is answered as 503
+                dropped += 1
+                if dropped > 2:
+                    raise
 
     @bentoml.api(route="/extract")
     async def extract(self, text: str | None = None, texts: list[str] | None = None, labels: list[str] | None = None) -> dict:
         docs, problem = check_request(text, texts, labels, SETTINGS, MANIFEST["labels"])
         if problem is not None:
             return problem  # type: ignore[return-value]  # BentoML passes Response objects through
+        chars = sum(len(d) for d in docs)
+        if not QUEUE.admit(chars):
+            wait = QUEUE.retry_after()
+            return error(  # type: ignore[return-value]
+                503,
+                f"the queue is full ({QUEUE.pending} characters waiting, bound {QUEUE.capacity})",
+                f"retry after {wait} s",
+                headers={"Retry-After": str(wait)},
+                retry_after_seconds=wait,
+            )
         try:
             results = await self._tag(docs)
-        except Exception as exc:  # the model service failed or is overloaded; the API keeps answering
+        except Exception as exc:  # the model service failed; the API keeps answering
             return error(503, f"the model could not answer: {type(exc).__name__}", "retry later, or send fewer documents")  # type: ignore[return-value]
+        finally:
+            QUEUE.release(chars)
         if labels:
             results = [[s for s in spans if s["label"] in labels] for spans in results]
         if text is not None:

@@ -1,0 +1,58 @@
+"""A document's spans and scores never depend on the documents batched with it, at every precision."""
+
+import pytest
+
+from toolkit.data.sample import SAMPLE_FILES
+from toolkit.deploy.export import export_run
+from toolkit.infer import load_predictor
+
+
+def _texts():
+    import json
+
+    train, dev = SAMPLE_FILES["clinical"]
+    return [json.loads(line)["text"] for line in dev.open(encoding="utf-8")]
+
+
+def _answers(predictor, texts, target: int):
+    """The target document's spans, alone and inside three different batches."""
+    doc = texts[target]
+    neighbours = [t for i, t in enumerate(texts) if i != target]
+    batches = [[doc], [neighbours[0], doc, neighbours[1]], [*neighbours[2:9], doc], [doc * 3, doc, neighbours[-1][:40]]]
+    out = []
+    for batch in batches:
+        spans = predictor.predict(batch)[batch.index(doc)]
+        out.append([(s.start, s.end, s.label, s.score) for s in spans])
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_int8_artifact(tiny_mlm_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("int8") / "int8"
+    export_run(tiny_mlm_run, out, quantize="int8", parity_docs=5)
+    return out
+
+
+@pytest.mark.parametrize("which", ["onnx_fp32", "onnx_int8"])
+def test_exported_tagger_answers_do_not_depend_on_the_batch(which, tiny_mlm_artifact, tiny_int8_artifact):
+    """Every exported precision: bit-identical spans and scores alone and in any batch (int8 is
+    statically quantized: fixed activation scales)."""
+    predictor = load_predictor(tiny_mlm_artifact if which == "onnx_fp32" else tiny_int8_artifact)
+    texts = _texts()
+    for target in (0, 5):
+        alone, *batched = _answers(predictor, texts, target)
+        assert alone, "the tiny tagger finds spans in the sample"
+        for answer in batched:
+            assert answer == alone
+
+
+def test_pytorch_tagger_answers_differ_by_rounding_only(tiny_mlm_run):
+    """PyTorch picks matmul kernels by shape, so padding moves scores in the last bits: spans are the
+    same and scores agree to 1e-6 (the service rounds them to 4 decimals)."""
+    predictor = load_predictor(tiny_mlm_run)
+    texts = _texts()
+    for target in (0, 5):
+        alone, *batched = _answers(predictor, texts, target)
+        for answer in batched:
+            assert [s[:3] for s in answer] == [s[:3] for s in alone]
+            assert [s[3] for s in answer] == pytest.approx([s[3] for s in alone], abs=1e-6)
