@@ -1,7 +1,7 @@
 """Export and serving benchmarks (not CI): PyTorch vs ONNX fp32 vs ONNX int8, and the service under load.
 
     .venv/bin/python bench/serve_bench.py models  RUN  --data DEV.jsonl     # latency, docs/s, span F1 per variant
-    .venv/bin/python bench/serve_bench.py service RUN  --data DEV.jsonl     # 1/8/32 clients, batching on/off
+    .venv/bin/python bench/serve_bench.py service RUN  --data DEV.jsonl     # 1/8/32/64 closed-loop clients; answers vs single requests
     .venv/bin/python bench/serve_bench.py clm     RUN                       # decoding tokens/s, PyTorch vs ONNX
 
 Artifacts are exported (parity-gated) under bench/results/artifacts/<run>-{fp32,int8} and reused.
@@ -119,43 +119,64 @@ def tree_rss_mib(pid: int) -> float:
 
 
 def bench_service(run: Path, data: str, requests_per_client: int, clients: list[int], precision: str) -> dict:
-    """Closed-loop clients, each sending `requests_per_client` single-document requests."""
+    """Closed-loop clients, each sending `requests_per_client` single-document requests to the service at
+    its default settings (adaptive batching on). Every answer is compared with the same document sent alone."""
     from toolkit.data.records import load_records
-    from toolkit.deploy.launch import Server
+    from toolkit.deploy.launch import Server, free_port
 
     art = artifact(run, precision)
     texts = [r.text for r in load_records(data)]
-    out: dict = {"artifact": str(art), "requests_per_client": requests_per_client, "documents": len(texts)}
-    for batching, max_batch in (("on", 32), ("off", 1)):
-        with Server(art, port=3311, max_batch_size=max_batch, max_latency_ms=60_000, log=RESULTS / f"serve_{batching}.log") as server:
-            server.post("/extract", {"text": texts[0]})
-            for n in clients:
+    out: dict = {"artifact": str(art), "requests_per_client": requests_per_client, "documents": len(texts), "cpu": cpu_line()}
+    with Server(art, port=free_port(), log=RESULTS / f"serve_{precision}.log") as server:
+        single = {}
+        for t in texts:  # one at a time: the reference answers (and the dispatcher's warm-up)
+            status, body = server.post("/extract", {"text": t})
+            assert status == 200, body
+            single[t] = body["spans"]
+        for n in clients:
 
-                def client(k: int) -> list[tuple[int, float]]:
-                    got = []
-                    for i in range(requests_per_client):
-                        t = time.perf_counter()
-                        status, _ = server.post("/extract", {"text": texts[(k * requests_per_client + i) % len(texts)]})
-                        got.append((status, time.perf_counter() - t))
-                    return got
+            def client(k: int) -> list[tuple[int, float, bool]]:
+                got = []
+                for i in range(requests_per_client):
+                    text = texts[(k * requests_per_client + i) % len(texts)]
+                    t = time.perf_counter()
+                    status, body = server.post("/extract", {"text": text})
+                    got.append((status, time.perf_counter() - t, status == 200 and body["spans"] == single[text]))
+                return got
 
-                started = time.perf_counter()
-                with ThreadPoolExecutor(n) as pool:
-                    results = [x for chunk in pool.map(client, range(n)) for x in chunk]
-                wall = time.perf_counter() - started
-                ok = [s for status, s in results if status == 200]
-                row = {
-                    "requests": len(results),
-                    "errors": len(results) - len(ok),
-                    "docs_per_s": round(len(ok) / wall, 2),
-                    "p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
-                    "p95_ms": round(1000 * percentile(ok, 95), 1) if ok else None,
-                    "p99_ms": round(1000 * percentile(ok, 99), 1) if ok else None,
-                    "server_rss_mib": tree_rss_mib(server.process.pid),
-                }
-                out[f"batching_{batching}_clients_{n}"] = row
-                print(batching, n, json.dumps(row), flush=True)
+            started = time.perf_counter()
+            with ThreadPoolExecutor(n) as pool:
+                results = [x for chunk in pool.map(client, range(n)) for x in chunk]
+            wall = time.perf_counter() - started
+            ok = [s for status, s, _ in results if status == 200]
+            statuses: dict[str, int] = {}
+            for status, _, _ in results:
+                statuses[str(status)] = statuses.get(str(status), 0) + 1
+            row = {
+                "clients": n,
+                "requests": len(results),
+                "errors": len(results) - len(ok),
+                "statuses": statuses,
+                "answers_equal_single": sum(same for *_, same in results),
+                "docs_per_s": round(len(ok) / wall, 2),
+                "p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
+                "p95_ms": round(1000 * percentile(ok, 95), 1) if ok else None,
+                "p99_ms": round(1000 * percentile(ok, 99), 1) if ok else None,
+                "server_rss_mib": tree_rss_mib(server.process.pid),
+            }
+            out[f"clients_{n}"] = row
+            print(precision, json.dumps(row), flush=True)
     return out
+
+
+def cpu_line() -> str:
+    """The CPU model and the vector/matrix flags that decide which path is fastest."""
+    import subprocess
+
+    info = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("Model name")), "?")
+    flags = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8") if f" {f}" in info]
+    return f"{model}; {' '.join(flags)}"
 
 
 def bench_clm(run: Path, max_docs: int, constrained: bool) -> dict:
@@ -190,8 +211,8 @@ def main() -> None:
     ap.add_argument("--data", default=None)
     ap.add_argument("--max-docs", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--requests-per-client", type=int, default=8)
-    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--requests-per-client", type=int, default=10)
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--precision", default="int8", choices=["fp32", "int8"])
     ap.add_argument("--constrained", action="store_true")
     args = ap.parse_args()

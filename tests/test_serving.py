@@ -21,7 +21,6 @@ def server(tiny_mlm_artifact, tmp_path_factory):
         port=free_port(),
         log=log,
         max_batch_size=8,
-        max_latency_ms=5000,
         api_key=KEY,
         max_body_bytes=20_000,
         max_doc_chars=5_000,

@@ -55,6 +55,10 @@ def test_resume_after_a_crash(tiny_bert, tmp_path):
     result = run_recipe(cfg, run_dir)
     assert result.run["resumed_from_checkpoint"] == "checkpoint-4"
     assert result.run["optimizer_steps"] == 6
+    # tokens/s counts only what this process trained: the epochs after checkpoint-4.
+    at_4 = json.loads((run_dir / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())["epoch"]
+    assert result.run["epochs_trained_this_process"] == pytest.approx(result.run["epochs_completed"] - at_4, abs=1e-3)
+    assert 0 < result.run["epochs_trained_this_process"] < result.run["epochs_completed"]
 
 
 def test_lora_trains_few_parameters_and_saves_a_merged_model(tiny_bert, tmp_path):

@@ -227,9 +227,7 @@ def serve(
     max_queue_seconds: Annotated[
         float, typer.Option(help="Admission bound: work waiting for the model, in seconds at the throughput measured at export; past it 503 + Retry-After.")
     ] = 30.0,
-    max_latency_ms: Annotated[
-        int, typer.Option(help="Adaptive batching: the latency BentoML's dispatcher aims for (calls it cancels are resubmitted).")
-    ] = 2_000,
+    max_latency_ms: Annotated[int | None, typer.Option(help="BentoML's dispatcher cancel threshold (default: twice the admission bound).")] = None,
 ) -> None:
     """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics)."""
     from toolkit.deploy.launch import serve_artifact

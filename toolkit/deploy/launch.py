@@ -24,7 +24,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int = 2_000, **limits: int | float | str) -> dict[str, str]:
+def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int | None = None, **limits: int | float | str) -> dict[str, str]:
     """The environment the service module reads its settings from (see toolkit.deploy.serving)."""
     # A cheap check here, so a wrong path fails with its fix rather than inside a worker;
     # the model service verifies every file's sha256 when it loads the artifact.
@@ -34,8 +34,9 @@ def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int = 
         **os.environ,
         "TOOLKIT_ARTIFACT": str(Path(artifact).resolve()),
         "TOOLKIT_MAX_BATCH_SIZE": str(max_batch_size),
-        "TOOLKIT_MAX_LATENCY_MS": str(max_latency_ms),
     }
+    if max_latency_ms:
+        env["TOOLKIT_MAX_LATENCY_MS"] = str(max_latency_ms)
     env.update({f"TOOLKIT_{k.upper()}": str(v) for k, v in limits.items()})
     return env
 
@@ -74,7 +75,7 @@ def stop_process_tree(process: subprocess.Popen, timeout: float = 30.0) -> None:
         pass
 
 
-def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, max_latency_ms: int, **limits: int | float | str) -> None:
+def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, max_latency_ms: int | None, **limits: int | float | str) -> None:
     """Serve in the foreground until interrupted; SIGTERM or SIGINT stops the whole process tree."""
     import signal
 
@@ -101,7 +102,7 @@ class Server:
         port: int = 3000,
         host: str = "127.0.0.1",
         max_batch_size: int = 32,
-        max_latency_ms: int = 2_000,
+        max_latency_ms: int | None = None,
         startup_timeout: float = 180.0,
         log: Path | None = None,
         **limits: int | float | str,

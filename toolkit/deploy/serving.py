@@ -21,7 +21,6 @@ import hmac
 import json
 import math
 import os
-import time
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -43,9 +42,9 @@ OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/metrics", "/docs", "/docs.json"
 class ServeSettings(BaseModel):
     artifact: Path
     max_batch_size: int = Field(default=32, ge=1)
-    # BentoML's batch dispatcher: the latency it aims for (it also sets how long the first batches wait
-    # while it learns the model's speed). Calls it cancels are resubmitted, not answered 503.
-    max_latency_ms: int = Field(default=2_000, ge=1)
+    # BentoML's batch dispatcher cancels a queued call once its latency estimate passes this. Default:
+    # twice the admission bound, so a call admitted under the bound is not cancelled.
+    max_latency_ms: int | None = Field(default=None, ge=1)
     max_queue_seconds: float = Field(default=30.0, gt=0)
     max_queue_chars: int | None = Field(default=None, ge=1)
     max_body_bytes: int = Field(default=4 * 2**20, ge=1)
@@ -69,8 +68,12 @@ class ServeSettings(BaseModel):
             values["max_queue_seconds"] = float(env["TOOLKIT_MAX_QUEUE_SECONDS"])
         return cls(**values)
 
+    @property
+    def dispatcher_latency_ms(self) -> int:
+        return self.max_latency_ms or int(2_000 * self.max_queue_seconds)
 
-MODEL_CALL_TIMEOUT_S = 600  # the services' traffic timeout
+
+RESUBMITS = 3  # a call the dispatcher cancelled is resubmitted this often, then answered 503
 RESUBMIT_DELAY_S = 0.05
 
 # Without a measured throughput (artifacts exported before it was recorded) the bound assumes this.
@@ -232,7 +235,7 @@ class ExtractionModel:
         verify_artifact(SETTINGS.artifact)
         self.predictor = load_predictor(SETTINGS.artifact)
 
-    @bentoml.api(batchable=BATCHABLE, max_batch_size=max(SETTINGS.max_batch_size, 2), max_latency_ms=SETTINGS.max_latency_ms)
+    @bentoml.api(batchable=BATCHABLE, max_batch_size=max(SETTINGS.max_batch_size, 2), max_latency_ms=SETTINGS.dispatcher_latency_ms)
     def tag(self, texts: list[str]) -> list[list[dict]]:
         predictions = self.predictor.predict(texts, batch_size=SETTINGS.model_batch)
         return [
@@ -255,21 +258,21 @@ class Extraction:
         self.model_info = {"id": MANIFEST["model_id"], "version": MANIFEST["files"][ONNX_FILE]["sha256"][:12], "precision": MANIFEST["precision"]}
 
     async def _tag(self, docs: list[str]) -> list[list[dict]]:
-        """The model service's answer. Two kinds of refusal are retried, since tagging has no side effects:
-        BentoML's batch dispatcher cancelling a queued call by its own latency estimate (503; the
-        admission queue already bounds the work, so the call is resubmitted rather than shed), and an
-        internal connection closed as it was reused (aiohttp ServerDisconnectedError under many clients;
-        docs/benchmarks.md, Export and serving)."""
+        """The model service's answer. Two refusals are retried, since tagging has no side effects: BentoML's
+        batch dispatcher cancelling a queued call by its own latency estimate (503; rare, as its threshold
+        sits above the admission bound), and an internal connection closed as it was reused (aiohttp
+        ServerDisconnectedError under many clients; docs/benchmarks.md, Export and serving). Resubmits are
+        bounded: a call that keeps being cancelled is answered 503 with Retry-After."""
         import aiohttp
         from bentoml.exceptions import BentoMLException
 
-        deadline = time.monotonic() + MODEL_CALL_TIMEOUT_S
-        dropped = 0
+        cancelled = dropped = 0
         while True:
             try:
                 return await self.model.to_async.tag(docs)
             except BentoMLException as exc:
-                if getattr(exc, "error_code", None) != HTTPStatus.SERVICE_UNAVAILABLE or time.monotonic() > deadline:
+                cancelled += 1
+                if getattr(exc, "error_code", None) != HTTPStatus.SERVICE_UNAVAILABLE or cancelled > RESUBMITS:
                     raise
                 await asyncio.sleep(RESUBMIT_DELAY_S)
             except aiohttp.ClientConnectionError:
@@ -294,8 +297,11 @@ class Extraction:
             )
         try:
             results = await self._tag(docs)
-        except Exception as exc:  # the model service failed; the API keeps answering
-            return error(503, f"the model could not answer: {type(exc).__name__}", "retry later, or send fewer documents")  # type: ignore[return-value]
+        except Exception as exc:  # the model service failed or kept cancelling; the API keeps answering
+            wait = QUEUE.retry_after()
+            return error(  # type: ignore[return-value]
+                503, f"the model could not answer: {type(exc).__name__}", f"retry after {wait} s", headers={"Retry-After": str(wait)}, retry_after_seconds=wait
+            )
         finally:
             QUEUE.release(chars)
         if labels:

@@ -95,7 +95,7 @@ def run_flow(flow: Flow, recipe: Recipe, run_dir: Path) -> RunResult | None:
         start_run_dir(recipe, run_dir, prepared.plan)
     trainer = flow.trainer(recipe, run_dir, prepared)
     flow.before_training(trainer, prepared)
-    train_seconds, resumed_from = train_resuming(trainer, run_dir)
+    span = train_resuming(trainer, run_dir)
     flow.after_training(trainer, prepared)
     if not trainer.is_world_process_zero():
         return None
@@ -106,14 +106,16 @@ def run_flow(flow: Flow, recipe: Recipe, run_dir: Path) -> RunResult | None:
     epochs = float(trainer.state.epoch or 0)
     run = {
         "model": recipe.model.name,
-        "train_seconds": round(train_seconds, 1),
+        "train_seconds": round(span.seconds, 1),
         "epochs_completed": round(epochs, 2),
+        "epochs_trained_this_process": round(span.epochs_trained, 4),
         "optimizer_steps": trainer.state.global_step,
-        "train_tokens_per_second": round(prepared.train_tokens * epochs / train_seconds, 1) if train_seconds else None,
+        # Tokens this process trained on (after a resume, the resumed part only) over its own seconds.
+        "train_tokens_per_second": round(prepared.train_tokens * span.epochs_trained / span.seconds, 1) if span.seconds else None,
         "peak_rss_mib": peak_rss_mib(),
         "peak_cuda_mib": peak_cuda_mib(),
         "world_size": world_size(),
-        "resumed_from_checkpoint": resumed_from,
+        "resumed_from_checkpoint": span.resumed_from,
         **extra,
     }
     result = RunResult(run_dir, {**metrics, "run": run})

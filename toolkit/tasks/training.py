@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import resource
+from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.config import Recipe
@@ -114,13 +115,26 @@ def pad_collator(pad_id: int):
     return collate
 
 
-def train_resuming(trainer, run_dir: Path) -> tuple[float, str | None]:
-    """Train, resuming from the run's latest checkpoint when one exists (a crashed run reruns the same command).
-    Returns (training seconds, the checkpoint resumed from)."""
+@dataclass(frozen=True)
+class TrainingSpan:
+    """What this process trained: its seconds, the checkpoint it resumed from, and the epochs it covered
+    (after a resume, only the epochs trained since; tokens/s is measured on those)."""
+
+    seconds: float
+    resumed_from: str | None
+    epochs_trained: float
+
+
+def train_resuming(trainer, run_dir: Path) -> TrainingSpan:
+    """Train, resuming from the run's latest checkpoint when one exists (a crashed run reruns the same command)."""
+    import json
     import time
 
     folder = run_dir / "checkpoints"
     checkpoints = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if folder.is_dir() else []
+    start_epoch = 0.0
+    if checkpoints and (checkpoints[-1] / "trainer_state.json").is_file():
+        start_epoch = float(json.loads((checkpoints[-1] / "trainer_state.json").read_text(encoding="utf-8")).get("epoch") or 0)
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if checkpoints else None)
-    return time.perf_counter() - started, checkpoints[-1].name if checkpoints else None
+    return TrainingSpan(time.perf_counter() - started, checkpoints[-1].name if checkpoints else None, float(trainer.state.epoch or 0) - start_epoch)
