@@ -165,3 +165,23 @@ def test_serve_refuses_a_directory_that_is_not_an_artifact(tiny_mlm_run):
 
     proc = subprocess.run([sys.executable, "-m", "toolkit", "serve", str(tiny_mlm_run), "--port", "3999"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 1 and "manifest.json" in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_auto_keeps_the_faster_path_within_budget_and_records_every_path(tiny_mlm_run, tmp_path):
+    manifest = export_run(tiny_mlm_run, tmp_path / "auto", quantize="auto", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    paths = manifest["paths"]
+    assert {"pytorch_fp32", "onnx_fp32", "onnx_int8"} <= set(paths)
+    assert all(p["docs_per_second"] > 0 for p in paths.values())
+    fastest = max(("fp32", "int8"), key=lambda n: paths[f"onnx_{n}"]["docs_per_second"])
+    assert manifest["precision"] == fastest and manifest["requested_precision"] == "auto"
+    assert ("pytorch_bf16" in paths) == manifest["hardware"]["bf16"]
+    assert manifest["throughput"]["chars_per_second"] > 0
+    verify_artifact(tmp_path / "auto")
+
+
+def test_cpu_flags_are_read_from_cpuinfo():
+    from toolkit.deploy.hardware import cpu_flags
+
+    text = "processor : 0\nmodel name : Some Xeon\nflags : fpu avx2 avx512f avx512_vnni amx_bf16 amx_tile\nprocessor : 1\nflags : fpu\n"
+    assert cpu_flags(text) == ("Some Xeon", ["avx2", "avx512f", "avx512_vnni", "amx_bf16"])
+    assert cpu_flags("") == ("unknown", [])

@@ -197,7 +197,9 @@ def compare_(
 def export_(
     run_path: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory made by `toolkit run`.")],
     out: Annotated[Path, typer.Option(help="Artifact directory to create.")],
-    quantize: Annotated[str | None, typer.Option(help="int8: dynamic per-channel weight quantization.")] = None,
+    quantize: Annotated[
+        str | None, typer.Option(help="int8: blockwise 8-bit weights; auto: build fp32 and int8, keep the faster within the parity budget.")
+    ] = None,
     data: Annotated[str | None, typer.Option(help="Labeled documents for the parity check (default: the run's dev file).")] = None,
     parity_docs: Annotated[int, typer.Option(help="Documents in the parity sample (the first N); an F1 budget needs enough spans to be stable.")] = 64,
     max_logit_diff: Annotated[float, typer.Option(help="fp32 budget: largest absolute logit difference from PyTorch.")] = 1e-3,
@@ -207,14 +209,19 @@ def export_(
     """Export a run to a self-contained ONNX artifact; fails, writing nothing, when parity budgets are exceeded."""
     from toolkit.deploy.export import ParityBudgets, export_run
 
-    if quantize not in (None, "int8"):
-        raise ToolkitError(f"--quantize {quantize!r} is not supported", fix="use --quantize int8, or leave it out for fp32")
+    if quantize not in (None, "int8", "auto"):
+        raise ToolkitError(f"--quantize {quantize!r} is not supported", fix="use --quantize int8 or --quantize auto, or leave it out for fp32")
     manifest = export_run(run_path, out, quantize, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite)
     p = manifest["parity"]
     line = f"PyTorch span F1 {p['pytorch_span_f1']:.4f}; fp32 F1 {p['fp32']['span_f1']:.4f}, max logit diff {p['fp32']['max_logit_diff']:.2e}"
     if "int8" in p:
         line += f"; int8 F1 {p['int8']['span_f1']:.4f}, argmax agreement {p['int8']['argmax_agreement']:.4f}"
     console.print(f"{line} ({p['documents']} documents)")
+    hw = manifest["hardware"]
+    console.print(
+        f"{hw['cpu']} ({' '.join(hw['cpu_flags']) or 'no AVX2'}): single-document docs/s "
+        + ", ".join(f"{k} {v['docs_per_second']}" for k, v in manifest["paths"].items())
+    )
     console.print(f"wrote {out} ({manifest['precision']}, {len(manifest['files'])} files, manifest.json)")
 
 

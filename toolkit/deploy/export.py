@@ -129,6 +129,29 @@ def _throughput(directory: Path, texts: list[str]) -> dict:
     }
 
 
+PRECISIONS = ("fp32", "int8", "auto")
+SPEED_DOCS = {"token_classification": 32, "span_generation": 4}  # documents timed one at a time per path
+
+
+def _single_document_speed(predictor, texts: list[str]) -> dict:
+    """Documents per second sent one at a time (as one client sees the service), after one warm-up."""
+    predictor.predict(texts[:1])
+    started = time.perf_counter()
+    for text in texts:
+        predictor.predict([text])
+    seconds = time.perf_counter() - started
+    return {"speed_documents": len(texts), "docs_per_second": round(len(texts) / seconds, 2)}
+
+
+def _within_budget(reference_f1: float, figures: dict, budgets: ParityBudgets, exact: bool) -> list[str]:
+    problems = []
+    if exact and figures["max_logit_diff"] > budgets.max_logit_diff:
+        problems.append(f"max logit difference {figures['max_logit_diff']:.2e} > {budgets.max_logit_diff:.0e}")
+    if reference_f1 - figures["span_f1"] > budgets.max_f1_drop:
+        problems.append(f"span F1 drop {reference_f1 - figures['span_f1']:.4f} > {budgets.max_f1_drop}")
+    return problems
+
+
 def export_run(
     run_path: Path,
     out: Path,
@@ -138,9 +161,17 @@ def export_run(
     parity_docs: int = 64,
     overwrite: bool = False,
 ) -> dict:
-    """Export, check parity, write the artifact atomically; returns the manifest."""
-    from toolkit import __version__
+    """Export, check parity, measure, write the artifact atomically; returns the manifest.
 
+    `quantize`: None (fp32), "int8", or "auto": both ONNX graphs are built, gated and timed on the
+    parity documents, and the faster one within budget is kept. PyTorch fp32 (and bf16 where the
+    machine has bf16 units) are measured alongside, so the manifest shows every path's parity and speed."""
+    from toolkit import __version__
+    from toolkit.deploy.hardware import describe
+
+    precision = quantize or "fp32"
+    if precision not in PRECISIONS:
+        raise ToolkitError(f"precision {precision!r} is not supported", fix=f"use one of {', '.join(PRECISIONS)}")
     out = Path(out)
     run = open_run(run_path)  # resolved once: model folder, toolkit.json, config.yaml
     model_dir, meta, task = run.model_dir, run.meta, run.task
@@ -151,14 +182,20 @@ def export_run(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         started = time.perf_counter()
-        onnx_dir = tmp / "artifact"
-        _onnx_export(model_dir, onnx_dir, task)
-        shutil.copy2(model_dir / META_FILE, onnx_dir / META_FILE)
+        hardware = describe()
+        candidates = {"fp32": tmp / "fp32"}
+        _onnx_export(model_dir, candidates["fp32"], task)
+        shutil.copy2(model_dir / META_FILE, candidates["fp32"] / META_FILE)
         if run.config_path is not None:
             # The run's recipe travels with the artifact: `toolkit eval ARTIFACT` applies its label map.
-            shutil.copy2(run.config_path, onnx_dir / CONFIG_FILE)
-        # The reference runs once; every candidate (fp32, int8) is compared with its outputs.
+            shutil.copy2(run.config_path, candidates["fp32"] / CONFIG_FILE)
+        if precision in ("int8", "auto"):
+            candidates["int8"] = tmp / "int8"
+            shutil.copytree(candidates["fp32"], candidates["int8"], ignore=shutil.ignore_patterns(f"{ONNX_FILE}*"))
+            _quantize_int8(candidates["fp32"] / ONNX_FILE, candidates["int8"] / ONNX_FILE)
+        # The reference runs once; every candidate is compared with its outputs.
         texts = [r.text for r in records]
+        timed = texts[: SPEED_DOCS[task]]
         reference = load_predictor(run)
         if task == "token_classification":
             windows, outputs = reference.windows(texts), _tagger_outputs
@@ -168,39 +205,50 @@ def export_run(
             windows, outputs, group = text_windows(reference.tokenizer, texts, meta["max_length"], meta["stride"]), _generator_outputs, None
         ref = outputs(reference, texts, windows)
         reference_f1 = _span_f1(records, ref[1])
-        fp32 = _parity(ref, outputs(load_predictor(onnx_dir), texts, windows), records, group)
-        parity = {"documents": len(records), "source": source, "pytorch_span_f1": reference_f1, "fp32": fp32}
-        problems = []
-        if fp32["max_logit_diff"] > budgets.max_logit_diff:
-            problems.append(f"fp32 max logit difference {fp32['max_logit_diff']:.2e} > {budgets.max_logit_diff:.0e}")
-        if reference_f1 - fp32["span_f1"] > budgets.max_f1_drop:
-            problems.append(f"fp32 span F1 drop {reference_f1 - fp32['span_f1']:.4f} > {budgets.max_f1_drop}")
-        if quantize == "int8":
-            _quantize_int8(onnx_dir / ONNX_FILE, tmp / "model.int8.onnx")
-            os.replace(tmp / "model.int8.onnx", onnx_dir / ONNX_FILE)
-            for external in onnx_dir.glob("model.onnx_data"):
-                external.unlink()  # the quantized graph holds its own weights
-            int8 = {**_parity(ref, outputs(load_predictor(onnx_dir), texts, windows), records, group), "scheme": f"weights int8 in blocks of {INT8_BLOCK}"}
-            parity["int8"] = int8
-            if reference_f1 - int8["span_f1"] > budgets.max_f1_drop:
-                problems.append(f"int8 span F1 drop {reference_f1 - int8['span_f1']:.4f} > {budgets.max_f1_drop}")
-        if problems:
+        parity = {"documents": len(records), "source": source, "pytorch_span_f1": reference_f1}
+        paths = {"pytorch_fp32": {"span_f1": reference_f1, **_single_document_speed(reference, timed)}}
+        if task == "token_classification" and hardware["bf16"]:
+            bf16 = load_predictor(run)
+            bf16.autocast = "bfloat16"
+            paths["pytorch_bf16"] = {**_parity(ref, outputs(bf16, texts, windows), records, group), **_single_document_speed(bf16, timed)}
+        problems = {}
+        for name, directory in candidates.items():
+            predictor = load_predictor(directory)
+            figures = _parity(ref, outputs(predictor, texts, windows), records, group)
+            if name == "int8":
+                figures["scheme"] = f"weights int8 in blocks of {INT8_BLOCK}"
+            parity[name] = figures
+            paths[f"onnx_{name}"] = {**figures, **_single_document_speed(predictor, timed)}
+            problems[name] = _within_budget(reference_f1, figures, budgets, exact=name == "fp32")
+        passing = [name for name in candidates if not problems[name]]
+        if precision == "auto":
+            # fp32 must pass in any case: it is the graph int8 was made from.
+            chosen = max(passing, key=lambda n: paths[f"onnx_{n}"]["docs_per_second"]) if "fp32" in passing else None
+        else:
+            chosen = precision if not problems["fp32"] and not problems.get(precision) else None
+        if chosen is None:
+            failed = "; ".join(f"{name} {p}" for name, found in problems.items() for p in found)
             raise ToolkitError(
-                f"{run.path}: export failed its parity gate on {len(records)} documents of {source}: " + "; ".join(problems) + "; nothing was written",
+                f"{run.path}: export failed its parity gate on {len(records)} documents of {source}: {failed}; nothing was written",
                 fix="inspect the model, or loosen the budget with --max-logit-diff / --max-f1-drop if the difference is acceptable",
             )
+        artifact = candidates[chosen]
         manifest = write_manifest(
-            onnx_dir,
+            artifact,
             {
                 "task": task,
-                "precision": quantize or "fp32",
-                "model_id": f"{run.path.name}-{quantize or 'fp32'}",
+                "precision": chosen,
+                "requested_precision": precision,
+                "model_id": f"{run.path.name}-{chosen}",
                 "source_run": str(run.path.resolve()),
                 "labels": meta["labels"],
                 "windowing": {"max_length": meta["max_length"], "stride": meta["stride"]},
                 "parity": parity,
                 "budgets": asdict(budgets),
-                "throughput": _throughput(onnx_dir, texts),
+                "hardware": hardware,
+                # Every path measured on this machine; an artifact holds ONNX graphs, so the choice is among those.
+                "paths": paths,
+                "throughput": _throughput(artifact, texts),
                 "export_seconds": round(time.perf_counter() - started, 1),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "versions": _versions(__version__),
@@ -208,7 +256,7 @@ def export_run(
         )
         if out.exists():
             shutil.rmtree(out)
-        os.replace(onnx_dir, out)
+        os.replace(artifact, out)
         return manifest
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

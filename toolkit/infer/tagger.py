@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,8 @@ class Tagger:
         self.meta = meta
         self.space = LabelSpace.from_meta(meta)
         self.device = device
+        # "bfloat16": run a PyTorch model under autocast (machines with bf16 units); None: as stored.
+        self.autocast: str | None = None
         self.last_report: dict = {}
 
     @classmethod
@@ -45,7 +48,8 @@ class Tagger:
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))
         out: list[np.ndarray | None] = [None] * len(windows)
         pad = self.tokenizer.pad_token_id or 0
-        with torch.inference_mode():
+        autocast = torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.autocast)) if self.autocast else contextlib.nullcontext()
+        with torch.inference_mode(), autocast:
             for lo in range(0, len(order), batch_size):
                 idx = order[lo : lo + batch_size]
                 width = max(len(windows[i].input_ids) for i in idx)
