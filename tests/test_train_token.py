@@ -59,6 +59,9 @@ def test_resume_after_a_crash(tiny_bert, tmp_path):
     at_4 = json.loads((run_dir / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())["epoch"]
     assert result.run["epochs_trained_this_process"] == pytest.approx(result.run["epochs_completed"] - at_4, abs=1e-3)
     assert 0 < result.run["epochs_trained_this_process"] < result.run["epochs_completed"]
+    # One dev evaluation (step 6) ran inside this process's training; its time is reported apart.
+    assert 0 < result.run["evaluation_seconds_during_training"] <= result.run["train_seconds"] + 0.05
+    assert result.run["train_step_tokens_per_second"] >= result.run["train_tokens_per_second"]
 
 
 def test_lora_trains_few_parameters_and_saves_a_merged_model(tiny_bert, tmp_path):

@@ -112,6 +112,11 @@ def run_flow(flow: Flow, recipe: Recipe, run_dir: Path) -> RunResult | None:
         "optimizer_steps": trainer.state.global_step,
         # Tokens this process trained on (after a resume, the resumed part only) over its own seconds.
         "train_tokens_per_second": round(prepared.train_tokens * span.epochs_trained / span.seconds, 1) if span.seconds else None,
+        # The same without the dev evaluations run during training: the cost of the training steps alone.
+        "evaluation_seconds_during_training": round(span.evaluation_seconds, 3),
+        "train_step_tokens_per_second": (
+            round(prepared.train_tokens * span.epochs_trained / (span.seconds - span.evaluation_seconds), 1) if span.seconds > span.evaluation_seconds else None
+        ),
         "peak_rss_mib": peak_rss_mib(),
         "peak_cuda_mib": peak_cuda_mib(),
         "world_size": world_size(),

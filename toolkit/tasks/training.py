@@ -123,6 +123,7 @@ class TrainingSpan:
     seconds: float
     resumed_from: str | None
     epochs_trained: float
+    evaluation_seconds: float  # spent in the dev evaluations inside training (part of `seconds`)
 
 
 def train_resuming(trainer, run_dir: Path) -> TrainingSpan:
@@ -135,6 +136,22 @@ def train_resuming(trainer, run_dir: Path) -> TrainingSpan:
     start_epoch = 0.0
     if checkpoints and (checkpoints[-1] / "trainer_state.json").is_file():
         start_epoch = float(json.loads((checkpoints[-1] / "trainer_state.json").read_text(encoding="utf-8")).get("epoch") or 0)
+    evaluation = 0.0
+    evaluate = trainer.evaluate
+
+    def timed_evaluate(*args, **kwargs):  # the Trainer evaluates through this method; time it apart
+        nonlocal evaluation
+        t = time.perf_counter()
+        try:
+            return evaluate(*args, **kwargs)
+        finally:
+            evaluation += time.perf_counter() - t
+
+    trainer.evaluate = timed_evaluate
     started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if checkpoints else None)
-    return TrainingSpan(time.perf_counter() - started, checkpoints[-1].name if checkpoints else None, float(trainer.state.epoch or 0) - start_epoch)
+    try:
+        trainer.train(resume_from_checkpoint=True if checkpoints else None)
+    finally:
+        trainer.evaluate = evaluate
+    seconds = time.perf_counter() - started
+    return TrainingSpan(seconds, checkpoints[-1].name if checkpoints else None, float(trainer.state.epoch or 0) - start_epoch, evaluation)

@@ -1,0 +1,99 @@
+"""Training tokens/s of a recipe's Trainer against a plain forward/backward loop on the very same
+batches (issue 12), all in one process on one machine.
+
+    .venv/bin/python bench/train_throughput.py recipes/ncbi_disease_mlm.yaml --steps 40
+
+Three measurements over the first `--steps` batches of the recipe's own training dataloader (same
+windows, collator, length grouping and padding):
+  plain    model.train(); loss.backward(); AdamW step; zero_grad
+  trainer  the recipe's Trainer with evaluation, checkpoints and logging off (max_steps = --steps)
+  recipe   the recipe's Trainer as configured (evaluation every epoch is outside these steps, so the
+           figure to compare with a finished run is its train_tokens_per_second, which includes them)
+Tokens are real (non-padding) tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from toolkit.config import load_recipe  # noqa: E402
+from toolkit.tasks import flow_for  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("recipe", type=Path)
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("--steps", type=int, default=40)
+    args = parser.parse_args()
+    import torch
+    from transformers import set_seed
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from serve_bench import cpu_line
+
+    recipe = load_recipe(args.recipe, args.overrides)
+    flow = flow_for(recipe.task)
+    set_seed(recipe.seed)
+    prepared = flow.prepare(recipe)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = flow.trainer(recipe, Path(tmp), prepared)
+        batches = []
+        for i, batch in enumerate(trainer.get_train_dataloader()):
+            if i == args.steps:
+                break
+            batches.append(batch)
+        tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+        padded = sum(b["attention_mask"].numel() for b in batches)
+        model = trainer.model
+        model.train()
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=recipe.train.learning_rate)
+        step = lambda b: trainer.compute_loss(model, dict(b))  # noqa: E731 (the recipe's own loss)
+        step(batches[0]).backward()  # warm-up
+        optimizer.zero_grad()
+        started = time.perf_counter()
+        for b in batches:
+            loss = step(b)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        plain = time.perf_counter() - started
+    set_seed(recipe.seed)
+    quiet = recipe.model_copy(deep=True)
+    quiet.train.max_steps = args.steps
+    quiet.train.eval_every = 10**9
+    quiet.train.logging_steps = 10**9
+    quiet.train.early_stopping_patience = None
+    prepared = flow.prepare(quiet)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = flow.trainer(quiet, Path(tmp), prepared)
+        started = time.perf_counter()
+        trainer.train()
+        trained = time.perf_counter() - started
+    print(
+        json.dumps(
+            {
+                "cpu": cpu_line(),
+                "recipe": str(args.recipe),
+                "steps": args.steps,
+                "real_tokens": tokens,
+                "padded_tokens": padded,
+                "plain_tokens_per_s": round(tokens / plain, 1),
+                "trainer_tokens_per_s": round(tokens / trained, 1),
+                "trainer_over_plain": round(plain / trained, 3),
+                "plain_seconds_per_step": round(plain / args.steps, 3),
+                "trainer_seconds_per_step": round(trained / args.steps, 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
