@@ -130,12 +130,14 @@ def run(
     from toolkit.config import load_recipe
     from toolkit.rundir import prepare_run_dir, run_dir_for
     from toolkit.tasks import flow_for, plan_recipe, run_recipe
+    from toolkit.tasks.training import finish_distributed
 
     cfg = load_recipe(recipe, overrides or [])
     if cfg.sweep is not None:
         from toolkit.tasks.sweep import run_sweep
 
         summary = run_sweep(cfg, dry_run=dry_run, overwrite=overwrite)
+        finish_distributed()
         console.print(summary)
         return
     if dry_run:
@@ -144,6 +146,7 @@ def run(
     run_dir = run_dir_for(cfg)
     prepare_run_dir(run_dir, overwrite)
     result = run_recipe(cfg, run_dir)
+    finish_distributed()  # torchrun: every rank waits for rank 0's scores, then the process group closes
     if result is None:
         import os
 

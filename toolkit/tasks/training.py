@@ -20,6 +20,16 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+def finish_distributed() -> None:
+    """After a data-parallel run: every rank waits for rank 0 to finish scoring and writing, then the
+    process group is shut down. A rank that left earlier could abort at exit while gloo threads ran."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
