@@ -46,6 +46,10 @@ def test_int8_artifact_is_smaller_and_reports_its_parity(tiny_mlm_run, tmp_path)
     predictions = load_predictor(out).predict([r.text for r in records])
     assert score([r.text for r in records], [r.spans for r in records], predictions, bootstrap=0)["summary"]["span_f1"] == pytest.approx(int8["span_f1"])
     assert int8["max_logit_diff"] > manifest["parity"]["fp32"]["max_logit_diff"] and int8["argmax_agreement"] > 0.9
+    # The gated drop comes with its paired-bootstrap interval over the parity documents.
+    drop = int8["span_f1_drop"]
+    assert drop["points"] == pytest.approx(100 * (manifest["parity"]["pytorch_span_f1"] - int8["span_f1"]), abs=0.01)
+    assert drop["ci95_points"][0] <= drop["points"] <= drop["ci95_points"][1]
     fp32_bytes = (tiny_mlm_run / "model" / "model.safetensors").stat().st_size
     assert manifest["files"]["model.onnx"]["bytes"] < fp32_bytes
     verify_artifact(out)

@@ -218,7 +218,8 @@ def export_(
     p = manifest["parity"]
     line = f"PyTorch span F1 {p['pytorch_span_f1']:.4f}; fp32 F1 {p['fp32']['span_f1']:.4f}, max logit diff {p['fp32']['max_logit_diff']:.2e}"
     if "int8" in p:
-        line += f"; int8 F1 {p['int8']['span_f1']:.4f}, argmax agreement {p['int8']['argmax_agreement']:.4f}"
+        d = p["int8"]["span_f1_drop"]
+        line += f"; int8 F1 {p['int8']['span_f1']:.4f} (drop {d['points']} points, 95% CI {d['ci95_points'][0]} to {d['ci95_points'][1]}), argmax agreement {p['int8']['argmax_agreement']:.4f}"
     console.print(f"{line} ({p['documents']} documents)")
     hw = manifest["hardware"]
     console.print(

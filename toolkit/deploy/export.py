@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
-from toolkit.evaluate.metrics import score
+from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
 from toolkit.infer.prompts import render_prompt
 from toolkit.rundir import CONFIG_FILE, META_FILE, ONNX_FILE, Run, open_run, records_for, write_manifest
@@ -75,13 +75,21 @@ def _generator_outputs(generator, texts: list[str], windows) -> tuple[list, list
 
 
 def _parity(reference: tuple[list, list], candidate: tuple[list, list], records, group: int | None) -> dict:
-    """Largest logit difference, decision agreement and span F1 of a candidate against the reference outputs."""
+    """Largest logit difference, decision agreement and span F1 of a candidate against the reference outputs,
+    with the F1 drop's 95% interval (paired bootstrap over the parity documents): how stable the gated figure is."""
     import numpy as np
 
-    (ref_logits, _), (cand_logits, cand_spans) = reference, candidate
+    (ref_logits, ref_spans), (cand_logits, cand_spans) = reference, candidate
     diff = max((float(np.abs(a - b).max()) for a, b in zip(ref_logits, cand_logits)), default=0.0)
     agree = [float((_decisions(a, group) == _decisions(b, group)).mean()) for a, b in zip(ref_logits, cand_logits)]
-    return {"max_logit_diff": diff, "argmax_agreement": float(np.mean(agree)) if agree else 1.0, "span_f1": _span_f1(records, cand_spans)}
+    texts, golds = [r.text for r in records], [r.spans for r in records]
+    drop = paired_bootstrap(document_counts(texts, golds, ref_spans), document_counts(texts, golds, cand_spans), (1, 3))["span_f1"]
+    return {
+        "max_logit_diff": diff,
+        "argmax_agreement": float(np.mean(agree)) if agree else 1.0,
+        "span_f1": _span_f1(records, cand_spans),
+        "span_f1_drop": {"points": round(100 * drop["difference"], 2), "ci95_points": [round(100 * x, 2) for x in drop["ci95"]]},
+    }
 
 
 def _onnx_export(model_dir: Path, out: Path, task: str) -> None:
