@@ -15,6 +15,7 @@ which the service sizes its admission queue.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -111,6 +112,8 @@ def _quantize_int8(fp32: Path, int8: Path) -> None:
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
+    # The quantizer logs a line per node at INFO; one summary (the parity figures) is enough.
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
     quantizer = MatMulNBitsQuantizer(onnx.load(str(fp32)), bits=8, block_size=INT8_BLOCK, is_symmetric=True, accuracy_level=4)
     quantizer.process()
     quantizer.model.save_model_to_file(str(int8), use_external_data_format=False)
