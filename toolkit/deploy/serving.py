@@ -9,7 +9,8 @@ length before batching (length bucketing). The model call is `Tagger.predict` /
 
 Settings come from environment variables (read when the module is imported, in every
 worker): TOOLKIT_ARTIFACT (required), TOOLKIT_MAX_BATCH_SIZE (1 turns batching off),
-TOOLKIT_MAX_LATENCY_MS, TOOLKIT_MAX_BODY_BYTES, TOOLKIT_MAX_DOC_CHARS, TOOLKIT_MAX_TEXTS,
+TOOLKIT_MAX_LATENCY_MS, TOOLKIT_MAX_QUEUE_SECONDS, TOOLKIT_MAX_QUEUE_CHARS, TOOLKIT_MAX_BODY_BYTES,
+TOOLKIT_MAX_DOC_CHARS, TOOLKIT_MAX_TEXTS,
 TOOLKIT_API_KEY (when set, requests need header `X-API-Key: <key>` or
 `Authorization: Bearer <key>`), TOOLKIT_MODEL_BATCH (windows per forward pass).
 """
@@ -61,11 +62,10 @@ class ServeSettings(BaseModel):
         if not artifact:
             raise RuntimeError("TOOLKIT_ARTIFACT is not set: point it at a directory made by `toolkit export` (or use `toolkit serve DIR`)")
         values: dict[str, Any] = {"artifact": artifact, "api_key": env.get("TOOLKIT_API_KEY") or None}
-        for name in ("max_batch_size", "max_latency_ms", "max_body_bytes", "max_doc_chars", "max_texts", "model_batch", "max_queue_chars"):
+        # Every other setting is TOOLKIT_<NAME>; pydantic turns the strings into numbers (and refuses bad ones).
+        for name in cls.model_fields.keys() - values.keys():
             if env.get(f"TOOLKIT_{name.upper()}"):
-                values[name] = int(env[f"TOOLKIT_{name.upper()}"])
-        if env.get("TOOLKIT_MAX_QUEUE_SECONDS"):
-            values["max_queue_seconds"] = float(env["TOOLKIT_MAX_QUEUE_SECONDS"])
+                values[name] = env[f"TOOLKIT_{name.upper()}"]
         return cls(**values)
 
     @property
@@ -112,15 +112,12 @@ class AdmissionQueue:
         return cls(settings.max_queue_chars or int(rate * settings.max_queue_seconds), rate)
 
 
-def error(status: int, message: str, fix: str | None = None, headers: dict[str, str] | None = None, allow: str | None = None, **extra: Any) -> JSONResponse:
+def error(status: int, message: str, fix: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
     """Every error the service answers is JSON: {"error": ..., "fix": ...}."""
     body: dict[str, Any] = {"error": message, **extra}
     if fix:
         body["fix"] = fix
-    headers = dict(headers or {})
-    if allow:
-        headers["Allow"] = allow
-    return JSONResponse(body, status_code=status, headers=headers or None)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def check_request(
@@ -192,7 +189,7 @@ class RequestGuard:
                 return await error(401, "missing or wrong API key", "send the key in the X-API-Key header")(scope, receive, send)
         send = json_errors(send)
         if path == "/extract" and scope.get("method") != "POST":
-            return await error(405, f"{scope.get('method')} /extract is not supported", "send POST /extract with a JSON body", allow="POST")(
+            return await error(405, f"{scope.get('method')} /extract is not supported", "send POST /extract with a JSON body", headers={"Allow": "POST"})(
                 scope, receive, send
             )
         limit = self.settings.max_body_bytes
