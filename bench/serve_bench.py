@@ -28,7 +28,7 @@ def artifact(run: Path, precision: str) -> Path:
 
     out = RESULTS / "artifacts" / f"{run.name}-{precision}"
     if not (out / "manifest.json").is_file():
-        export_run(run, out, quantize=None if precision == "fp32" else precision, parity_docs=100)
+        export_run(run, out, precision=precision, parity_docs=100)
     return out
 
 
@@ -221,7 +221,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests-per-client", type=int, default=10)
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
-    ap.add_argument("--precision", default="int8", choices=["fp32", "int8"])
+    ap.add_argument("--precision", default="int8", choices=["fp32", "int8", "bf16", "fused", "pytorch", "auto"])
     ap.add_argument("--constrained", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)

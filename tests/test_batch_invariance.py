@@ -3,7 +3,7 @@
 import pytest
 
 from toolkit.data.sample import SAMPLE_FILES
-from toolkit.deploy.export import export_run
+from toolkit.deploy.export import ParityBudgets, export_run
 from toolkit.infer import load_predictor
 
 
@@ -26,18 +26,19 @@ def _answers(predictor, texts, target: int):
     return out
 
 
-@pytest.fixture(scope="module")
-def tiny_int8_artifact(tiny_mlm_run, tmp_path_factory):
-    out = tmp_path_factory.mktemp("int8") / "int8"
-    export_run(tiny_mlm_run, out, quantize="int8", parity_docs=5)
-    return out
+@pytest.mark.parametrize("path", ["onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32", "pytorch_bf16"])
+def test_exported_tagger_answers_do_not_depend_on_the_batch(path, tiny_mlm_run, tiny_mlm_artifact, tmp_path):
+    """Every path an export can package: bit-identical spans and scores alone and in any batch (int8
+    scales activations per row block; PyTorch paths run a window per forward pass)."""
+    from toolkit.deploy.hardware import describe
 
-
-@pytest.mark.parametrize("which", ["onnx_fp32", "onnx_int8"])
-def test_exported_tagger_answers_do_not_depend_on_the_batch(which, tiny_mlm_artifact, tiny_int8_artifact):
-    """Every exported precision: bit-identical spans and scores alone and in any batch (int8 is
-    statically quantized: fixed activation scales)."""
-    predictor = load_predictor(tiny_mlm_artifact if which == "onnx_fp32" else tiny_int8_artifact)
+    if path == "pytorch_bf16" and not describe()["bf16"]:
+        pytest.skip("this machine has no bf16 units: the bf16 path is not exported here")
+    artifact = tiny_mlm_artifact
+    if path != "onnx_fp32":
+        artifact = tmp_path / path
+        export_run(tiny_mlm_run, artifact, precision=path, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    predictor = load_predictor(artifact)
     texts = _texts()
     for target in (0, 5):
         alone, *batched = _answers(predictor, texts, target)

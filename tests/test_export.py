@@ -21,12 +21,12 @@ def test_fp32_artifact_is_self_contained_and_matches_pytorch(tiny_mlm_run, tiny_
     manifest = verify_artifact(tiny_mlm_artifact)
     assert {"model.onnx", "toolkit.json", "config.yaml", "tokenizer.json", "config.json"} <= set(manifest["files"])
     assert manifest["files"]["model.onnx"]["sha256"] == sha256_of(tiny_mlm_artifact / "model.onnx")
-    assert manifest["task"] == "token_classification" and manifest["precision"] == "fp32"
+    assert manifest["task"] == "token_classification" and manifest["precision"] == "fp32" and manifest["path"] == "onnx_fp32"
     assert manifest["windowing"] == {"max_length": 128, "stride": 32}
     parity = manifest["parity"]
-    assert parity["documents"] == 5 and parity["fp32"]["max_logit_diff"] < 1e-3
-    assert parity["fp32"]["span_f1"] == parity["pytorch_span_f1"] == 1.0
-    assert parity["fp32"]["argmax_agreement"] == 1.0
+    assert parity["documents"] == 5 and parity["onnx_fp32"]["max_logit_diff"] < 1e-3
+    assert parity["onnx_fp32"]["span_f1"] == parity["pytorch_span_f1"] == 1.0
+    assert parity["onnx_fp32"]["argmax_agreement"] == 1.0
     # `toolkit eval` on the artifact gives the same spans as on the run it came from.
     data = "sample:clinical_dev"
     _, run_out = evaluate_run(tiny_mlm_run, data, tiny_mlm_run.parent / "eval_run", bootstrap=0)
@@ -36,16 +36,16 @@ def test_fp32_artifact_is_self_contained_and_matches_pytorch(tiny_mlm_run, tiny_
 
 def test_int8_artifact_is_smaller_and_reports_its_parity(tiny_mlm_run, tmp_path):
     out = tmp_path / "int8"
-    manifest = export_run(tiny_mlm_run, out, quantize="int8", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    manifest = export_run(tiny_mlm_run, out, precision="int8", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
     assert manifest["precision"] == "int8" and manifest["budgets"]["max_f1_drop"] == 1.0
-    int8 = manifest["parity"]["int8"]
+    int8 = manifest["parity"]["onnx_int8"]
     # The recorded figures are the int8 graph's own: rescoring the artifact on the parity documents gives its F1,
     # and quantization moves the logits (unlike fp32) while keeping nearly every decision.
     run = open_run(tiny_mlm_run)
     records = records_for(run, run.recipe.data.dev, 5)
     predictions = load_predictor(out).predict([r.text for r in records])
     assert score([r.text for r in records], [r.spans for r in records], predictions, bootstrap=0)["summary"]["span_f1"] == pytest.approx(int8["span_f1"])
-    assert int8["max_logit_diff"] > manifest["parity"]["fp32"]["max_logit_diff"] and int8["argmax_agreement"] > 0.9
+    assert int8["max_logit_diff"] > manifest["parity"]["onnx_fp32"]["max_logit_diff"] and int8["argmax_agreement"] > 0.9
     # The gated drop comes with its paired-bootstrap interval over the parity documents.
     drop = int8["span_f1_drop"]
     assert drop["points"] == pytest.approx(100 * (manifest["parity"]["pytorch_span_f1"] - int8["span_f1"]), abs=0.01)
@@ -57,14 +57,14 @@ def test_int8_artifact_is_smaller_and_reports_its_parity(tiny_mlm_run, tmp_path)
 
 def test_int8_is_gated_on_its_own_f1(tiny_mlm_run, tmp_path):
     with pytest.raises(ToolkitError, match="int8 span F1 drop"):
-        export_run(tiny_mlm_run, tmp_path / "int8", quantize="int8", parity_docs=5, budgets=ParityBudgets(max_f1_drop=-0.5))
+        export_run(tiny_mlm_run, tmp_path / "int8", precision="int8", parity_docs=5, budgets=ParityBudgets(max_f1_drop=-0.5))
     assert not (tmp_path / "int8").exists()
 
 
 def test_failed_parity_gate_writes_nothing(tiny_mlm_run, tmp_path):
     out = tmp_path / "artifacts" / "strict"
     with pytest.raises(ToolkitError, match="parity gate") as info:
-        export_run(tiny_mlm_run, out, parity_docs=2, budgets=ParityBudgets(max_logit_diff=0.0, max_f1_drop=0.01))
+        export_run(tiny_mlm_run, out, precision="fp32", parity_docs=2, budgets=ParityBudgets(max_logit_diff=0.0, max_f1_drop=0.01))
     assert "nothing was written" in str(info.value)
     assert not out.exists()
     assert list((tmp_path / "artifacts").iterdir()) == []  # no temporary directory left behind
@@ -94,7 +94,7 @@ def test_cli_export_reports_parity(tiny_mlm_run, tmp_path):
         [sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(out), "--parity-docs", "2"], capture_output=True, text=True, cwd=REPO
     )
     assert proc.returncode == 0, proc.stderr
-    assert "max logit diff" in proc.stdout and (out / "manifest.json").is_file()
+    assert "onnx_int8" in proc.stdout and "logit diff" in proc.stdout and (out / "manifest.json").is_file()
     bad = subprocess.run(
         [sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(tmp_path / "x"), "--quantize", "int4"],
         capture_output=True,
@@ -113,10 +113,10 @@ def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
 
     recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM])
     run_recipe(recipe, tmp_path / "demo_clm")
-    manifest = export_run(tmp_path / "demo_clm", tmp_path / "clm_art", parity_docs=2)
+    manifest = export_run(tmp_path / "demo_clm", tmp_path / "clm_art", precision="fp32", parity_docs=2)
     assert manifest["task"] == "span_generation"
-    assert manifest["parity"]["fp32"]["max_logit_diff"] < 1e-3
-    assert manifest["parity"]["fp32"]["span_f1"] == manifest["parity"]["pytorch_span_f1"] == 1.0
+    assert manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3
+    assert manifest["parity"]["onnx_fp32"]["span_f1"] == manifest["parity"]["pytorch_span_f1"] == 1.0
     generator = load_predictor(tmp_path / "clm_art")
     from toolkit.data.records import load_records
 
@@ -125,8 +125,8 @@ def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
     spans = generator.predict(texts, constrained=True)
     assert generator.last_report["hallucinated_spans"] == 0 and any(spans)
     # int8 decoders export too (budget relaxed: a tiny overfit model is not a quality test).
-    int8 = export_run(tmp_path / "demo_clm", tmp_path / "clm_int8", quantize="int8", parity_docs=2, budgets=ParityBudgets(max_f1_drop=1.0))
-    assert int8["precision"] == "int8" and "blocks" in int8["parity"]["int8"]["scheme"]
+    int8 = export_run(tmp_path / "demo_clm", tmp_path / "clm_int8", precision="int8", parity_docs=2, budgets=ParityBudgets(max_f1_drop=1.0))
+    assert int8["precision"] == "int8" and "blocks" in int8["parity"]["onnx_int8"]["scheme"]
     assert int8["files"]["model.onnx"]["bytes"] < manifest["files"]["model.onnx"]["bytes"]
     # int8 activations are scaled per row: a document's generated spans are the same alone and batched.
     quantized = load_predictor(tmp_path / "clm_int8")
@@ -158,9 +158,9 @@ def test_lora_run_exports_merged_with_parity(tiny_bert, tmp_path):
     )
     run_recipe(recipe, tmp_path / "lora")
     assert (tmp_path / "lora" / "model" / "adapter").is_dir()
-    manifest = export_run(tmp_path / "lora", tmp_path / "lora_art", parity_docs=5)
-    assert manifest["parity"]["fp32"]["max_logit_diff"] < 1e-3
-    assert manifest["parity"]["fp32"]["span_f1"] == manifest["parity"]["pytorch_span_f1"]
+    manifest = export_run(tmp_path / "lora", tmp_path / "lora_art", precision="fp32", parity_docs=5)
+    assert manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3
+    assert manifest["parity"]["onnx_fp32"]["span_f1"] == manifest["parity"]["pytorch_span_f1"]
 
 
 def test_serve_refuses_a_directory_that_is_not_an_artifact(tiny_mlm_run):
@@ -171,16 +171,62 @@ def test_serve_refuses_a_directory_that_is_not_an_artifact(tiny_mlm_run):
     assert proc.returncode == 1 and "manifest.json" in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
 
 
-def test_auto_keeps_the_faster_path_within_budget_and_records_every_path(tiny_mlm_run, tmp_path):
-    manifest = export_run(tiny_mlm_run, tmp_path / "auto", quantize="auto", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+def test_auto_keeps_the_fastest_path_within_budget_and_records_every_path(tiny_mlm_run, tmp_path):
+    manifest = export_run(tiny_mlm_run, tmp_path / "auto", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
     paths = manifest["paths"]
-    assert {"pytorch_fp32", "onnx_fp32", "onnx_int8"} <= set(paths)
-    assert all(p["docs_per_second"] > 0 for p in paths.values())
-    fastest = max(("fp32", "int8"), key=lambda n: paths[f"onnx_{n}"]["docs_per_second"])
-    assert manifest["precision"] == fastest and manifest["requested_precision"] == "auto"
-    assert ("pytorch_bf16" in paths) == manifest["hardware"]["bf16"]
+    assert set(paths) == {"onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32", "pytorch_bf16"}
+    measured = {name: p for name, p in paths.items() if "skipped" not in p}
+    assert {"onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32"} <= set(measured)
+    assert ("skipped" not in paths["pytorch_bf16"]) == manifest["hardware"]["bf16"]
+    assert all(p["docs_per_second"] > 0 and p["span_f1"] == manifest["parity"][name]["span_f1"] for name, p in measured.items())
+    fastest = max(measured, key=lambda n: measured[n]["docs_per_second"])
+    assert manifest["path"] == fastest and manifest["requested"] == "auto"
+    assert [n for n, p in paths.items() if p.get("chosen")] == [fastest]
+    assert manifest["parity"]["onnx_fused"]["fused_operators"]["Attention"] == 2  # the tiny model's two layers
+    assert manifest["parity"]["onnx_fused"]["max_logit_diff"] < 1e-3
     assert manifest["throughput"]["chars_per_second"] > 0
     verify_artifact(tmp_path / "auto")
+
+
+def test_a_pytorch_artifact_runs_as_exported(tiny_mlm_run, tmp_path):
+    """A PyTorch path is packaged with its weights, says its precision in toolkit.json and scores as measured."""
+    from toolkit.deploy.hardware import describe
+
+    name = "bf16" if describe()["bf16"] else "pytorch"
+    manifest = export_run(tiny_mlm_run, tmp_path / name, precision=name, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    assert manifest["runtime"] == "pytorch" and "model.safetensors" in manifest["files"] and "model.onnx" not in manifest["files"]
+    assert set(manifest["paths"]) >= {manifest["path"]} and manifest["paths"][manifest["path"]]["chosen"]
+    run = open_run(tmp_path / name)
+    assert run.is_artifact and run.runtime == "pytorch" and run.meta["export"]["path"] == manifest["path"]
+    tagger = load_predictor(run)
+    assert tagger.window_alone and tagger.autocast == ("bfloat16" if name == "bf16" else None)
+    records = records_for(run, run.recipe.data.dev, 5)
+    predictions = tagger.predict([r.text for r in records])
+    f1 = score([r.text for r in records], [r.spans for r in records], predictions, bootstrap=0)["summary"]["span_f1"]
+    assert f1 == pytest.approx(manifest["parity"][manifest["path"]]["span_f1"])
+    verify_artifact(tmp_path / name)
+
+
+def test_a_path_this_machine_cannot_run_is_refused(tiny_mlm_run, tmp_path, monkeypatch):
+    import toolkit.deploy.hardware as hardware
+
+    monkeypatch.setattr(hardware, "describe", lambda: {"cpu": "x", "cpu_flags": ["avx2"], "bf16": False, "cuda": None})
+    with pytest.raises(ToolkitError, match="no bf16 units"):
+        export_run(tiny_mlm_run, tmp_path / "bf16", precision="bf16", parity_docs=2)
+    with pytest.raises(ToolkitError, match="not supported"):
+        export_run(tiny_mlm_run, tmp_path / "x", precision="int4", parity_docs=2)
+    assert not (tmp_path / "bf16").exists()
+
+
+def test_paths_that_cannot_apply_say_why():
+    from toolkit.deploy.export import unavailable
+
+    cpu = {"bf16": True}
+    assert unavailable("onnx_int8", "span_generation", cpu, "llama") is None
+    assert "KV cache" in unavailable("pytorch_bf16", "span_generation", cpu, "llama")
+    assert "KV cache" in unavailable("onnx_fused", "span_generation", cpu, "llama")
+    assert "model type 'gpt2'" in unavailable("onnx_fused", "token_classification", cpu, "gpt2")
+    assert unavailable("onnx_fused", "token_classification", cpu, "bert") is None
 
 
 def test_cpu_flags_are_read_from_cpuinfo():

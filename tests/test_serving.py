@@ -40,7 +40,7 @@ def test_served_spans_equal_toolkit_eval(server, tiny_mlm_artifact, tmp_path):
     assert any(served), "the tiny model should find spans in the sample"
     status, one = server.post("/extract", {"text": records[0].text}, headers=AUTH)
     assert status == 200 and one["spans"] == body["results"][0]["spans"]
-    assert one["model"]["id"] == "demo_mlm-fp32" and len(one["model"]["version"]) == 12
+    assert one["model"]["id"] == "demo_mlm-onnx_fp32" and one["model"]["path"] == "onnx_fp32" and len(one["model"]["version"]) == 12
 
 
 def test_label_filter(server):
@@ -127,17 +127,16 @@ def test_every_error_is_json(server):
     assert status == 404 and "error" in json.loads(raw)
 
 
-@pytest.mark.slow
-def test_sustained_load_answers_equal_single_requests(server):
+def _sustained_load(server, headers: dict) -> None:
     """320 requests from 32 closed-loop clients: no errors, every answer equal to the same document sent alone."""
     texts = [r.text for r in load_records("sample:clinical_dev")]
-    single = {t: server.post("/extract", {"text": t}, headers=AUTH)[1]["spans"] for t in texts}
+    single = {t: server.post("/extract", {"text": t}, headers=headers)[1]["spans"] for t in texts}
 
     def client(k: int) -> list[tuple[int, bool]]:
         out = []
         for i in range(10):
             t = texts[(k * 10 + i) % len(texts)]
-            status, body = server.post("/extract", {"text": t}, headers=AUTH)
+            status, body = server.post("/extract", {"text": t}, headers=headers)
             out.append((status, status == 200 and body["spans"] == single[t]))
         return out
 
@@ -146,6 +145,25 @@ def test_sustained_load_answers_equal_single_requests(server):
     assert len(results) == 320
     assert [s for s, _ in results].count(200) == 320, f"errors: {[s for s, _ in results if s != 200]}"
     assert all(same for _, same in results)
+
+
+@pytest.mark.slow
+def test_sustained_load_answers_equal_single_requests(server):
+    _sustained_load(server, AUTH)
+
+
+@pytest.mark.slow
+def test_a_pytorch_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
+    """The PyTorch path (bf16 where the CPU has bf16 units) serves the same answers under load as alone."""
+    from toolkit.deploy.export import ParityBudgets, export_run
+    from toolkit.deploy.hardware import describe
+
+    artifact = tmp_path / "pytorch"
+    export_run(tiny_mlm_run, artifact, precision="bf16" if describe()["bf16"] else "pytorch", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
+        status, info = server.get("/info")
+        assert status == 200 and json.loads(info)["runtime"] == "pytorch"
+        _sustained_load(server, {})
 
 
 @pytest.mark.slow

@@ -200,33 +200,38 @@ def compare_(
 def export_(
     run_path: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory made by `toolkit run`.")],
     out: Annotated[Path, typer.Option(help="Artifact directory to create.")],
-    quantize: Annotated[
-        str | None, typer.Option(help="int8: blockwise 8-bit weights; auto: build fp32 and int8, keep the faster within the parity budget.")
-    ] = None,
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="auto: measure every path this machine allows and keep the fastest within budget; or one path: "
+            "onnx_fp32 (fp32), onnx_fused (fused), onnx_int8 (int8: blockwise 8-bit weights), pytorch_fp32 (pytorch), pytorch_bf16 (bf16)."
+        ),
+    ] = "auto",
+    quantize: Annotated[str | None, typer.Option(hidden=True, help="Older name of --precision.")] = None,
     data: Annotated[str | None, typer.Option(help="Labeled documents for the parity check (default: the run's dev file).")] = None,
     parity_docs: Annotated[int, typer.Option(help="Documents in the parity sample (the first N); an F1 budget needs enough spans to be stable.")] = 64,
-    max_logit_diff: Annotated[float, typer.Option(help="fp32 budget: largest absolute logit difference from PyTorch.")] = 1e-3,
-    max_f1_drop: Annotated[float, typer.Option(help="Budget for the span-F1 drop from PyTorch (0.01 = one point), fp32 and int8.")] = 0.01,
+    max_logit_diff: Annotated[float, typer.Option(help="Budget of the fp32 paths: largest absolute logit difference from PyTorch.")] = 1e-3,
+    max_f1_drop: Annotated[float, typer.Option(help="Budget of every path: span-F1 drop from PyTorch fp32 (0.01 = one point).")] = 0.01,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing artifact directory.")] = False,
 ) -> None:
-    """Export a run to a self-contained ONNX artifact; fails, writing nothing, when parity budgets are exceeded."""
+    """Export a run to a self-contained artifact (ONNX or PyTorch, the fastest path within budget on this machine);
+    writes nothing when the parity budgets are exceeded."""
     from toolkit.deploy.export import ParityBudgets, export_run
 
-    if quantize not in (None, "int8", "auto"):
-        raise ToolkitError(f"--quantize {quantize!r} is not supported", fix="use --quantize int8 or --quantize auto, or leave it out for fp32")
-    manifest = export_run(run_path, out, quantize, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite)
-    p = manifest["parity"]
-    line = f"PyTorch span F1 {p['pytorch_span_f1']:.4f}; fp32 F1 {p['fp32']['span_f1']:.4f}, max logit diff {p['fp32']['max_logit_diff']:.2e}"
-    if "int8" in p:
-        d = p["int8"]["span_f1_drop"]
-        line += f"; int8 F1 {p['int8']['span_f1']:.4f} (drop {d['points']} points, 95% CI {d['ci95_points'][0]} to {d['ci95_points'][1]}), argmax agreement {p['int8']['argmax_agreement']:.4f}"
-    console.print(f"{line} ({p['documents']} documents)")
-    hw = manifest["hardware"]
-    console.print(
-        f"{hw['cpu']} ({' '.join(hw['cpu_flags']) or 'no AVX2'}): single-document docs/s "
-        + ", ".join(f"{k} {v['docs_per_second']}" for k, v in manifest["paths"].items())
-    )
-    console.print(f"wrote {out} ({manifest['precision']}, {len(manifest['files'])} files, manifest.json)")
+    manifest = export_run(run_path, out, quantize or precision, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite)
+    p, hw = manifest["parity"], manifest["hardware"]
+    console.print(f"{hw['cpu']} ({' '.join(hw['cpu_flags']) or 'no AVX2'}); {p['documents']} parity documents, PyTorch fp32 span F1 {p['pytorch_span_f1']:.4f}")
+    table = Table("path", "F1", "drop (95% CI)", "logit diff", "docs/s", "", title="Every path: span F1, its drop in points, single-document docs/s")
+    for name, figures in manifest["paths"].items():
+        if "skipped" in figures:
+            table.add_row(name, "", "", "", "", f"skipped: {figures['skipped']}")
+            continue
+        f = p[name]
+        d = f["span_f1_drop"]
+        drop = f"{d['points']} ({d['ci95_points'][0]} to {d['ci95_points'][1]})"
+        table.add_row(name, f"{f['span_f1']:.4f}", drop, f"{f['max_logit_diff']:.2e}", str(figures["docs_per_second"]), "chosen" if figures["chosen"] else "")
+    console.print(table)
+    console.print(f"wrote {out} ({manifest['path']}, {len(manifest['files'])} files, manifest.json)")
 
 
 @app.command()

@@ -10,8 +10,9 @@ A run directory (`<output_dir>/<name>/`, made by `toolkit run`):
     model/               the model, its tokenizer and toolkit.json (task, labels, windowing)
     predictions.jsonl    dev predictions;  metrics.json, report.md: dev scores
 
-An artifact (made by `toolkit export`) is a model folder with model.onnx, toolkit.json, the run's
-config.yaml and manifest.json (the sha256 of every file). Both open as a `Run`.
+An artifact (made by `toolkit export`) is a model folder (model.onnx, or the PyTorch weights), its
+toolkit.json with an `export` entry (path, runtime, precision), the run's config.yaml and manifest.json
+(the sha256 of every file). Both open as a `Run`.
 """
 
 from __future__ import annotations
@@ -88,8 +89,14 @@ def save_model_dir(model, tokenizer, directory: Path, meta: dict) -> None:
 
 
 def is_artifact(path: Path) -> bool:
-    """An exported ONNX model directory (made by `toolkit export`)."""
-    return (Path(path) / ONNX_FILE).is_file()
+    """A model folder made by `toolkit export` (ONNX or PyTorch)."""
+    path = Path(path)
+    return (path / ONNX_FILE).is_file() or (path / MANIFEST).is_file()
+
+
+def weights_file(manifest: dict) -> str:
+    """The file of an artifact's manifest that holds its weights (its version is that file's sha256)."""
+    return next(name for name in (ONNX_FILE, "model.safetensors") if name in manifest["files"])
 
 
 def model_dir_of(path: Path) -> Path:
@@ -138,7 +145,17 @@ class Run:
 
     @property
     def is_artifact(self) -> bool:
-        return is_artifact(self.model_dir)
+        return is_artifact(self.model_dir) or "export" in self.meta
+
+    @property
+    def runtime(self) -> str:
+        """ "onnx" (ONNX Runtime) or "pytorch"."""
+        return "onnx" if (self.model_dir / ONNX_FILE).is_file() else "pytorch"
+
+    @property
+    def autocast(self) -> str | None:
+        """The dtype an exported PyTorch model runs under ("bfloat16"), None for as stored."""
+        return "bfloat16" if self.meta.get("export", {}).get("precision") == "bf16" else None
 
 
 def open_run(path: Path | str) -> Run:

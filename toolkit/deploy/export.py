@@ -1,6 +1,10 @@
-"""`toolkit export`: a trained run -> a self-contained ONNX artifact, gated on parity with PyTorch.
+"""`toolkit export`: a trained run -> a self-contained artifact, gated on parity with PyTorch.
 
-The export itself is optimum-onnx's (`main_export`): token classification for MLM runs,
+An artifact is one of the PATHS: an ONNX graph (fp32, fp32 with ONNX Runtime's transformer fusions,
+or int8) or the run's PyTorch model (fp32, or under bf16 autocast on machines with bf16 units). Which
+is fastest depends on the CPU (docs/benchmarks.md), so `--precision auto` measures them all here.
+
+The ONNX export itself is optimum-onnx's (`main_export`): token classification for MLM runs,
 `text-generation-with-past` (a decoder with KV cache) for CLM runs. We chose optimum over
 onnxruntime-genai's builder because its ORTModelForCausalLM plugs into transformers'
 `generate`, so the CLM track's constrained copy decoding (a LogitsProcessor) and its
@@ -9,12 +13,13 @@ windowing, parsing and offset recovery run unchanged on the ONNX model.
 int8 stores matmul weights as 8-bit blocks and quantizes activations per row block at run time, so
 a document's answer never depends on the documents batched with it (`_quantize_int8`). Nothing is
 written at `out` unless every parity budget holds: the artifact is built in a temporary sibling
-directory and renamed into place. The manifest records the artifact's measured throughput, from
-which the service sizes its admission queue.
+directory and renamed into place. The manifest records every path's parity and speed, and the chosen
+artifact's throughput, from which the service sizes its admission queue.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -139,8 +144,55 @@ def _throughput(predictor, texts: list[str]) -> dict:
     }
 
 
-PRECISIONS = ("fp32", "int8", "auto")
 SPEED_DOCS = {"token_classification": 32, "span_generation": 4}  # documents timed one at a time per path
+
+# Every path an export can measure and package: name -> (runtime, precision). `auto` measures every one
+# this machine and task allow and keeps the fastest within the parity budgets.
+PATHS = {
+    "onnx_fp32": ("onnx", "fp32"),
+    "onnx_fused": ("onnx", "fp32"),  # ONNX Runtime's transformer fusions: attention, skip layer norm, bias GELU
+    "onnx_int8": ("onnx", "int8"),
+    "pytorch_fp32": ("pytorch", "fp32"),
+    "pytorch_bf16": ("pytorch", "bf16"),  # the fp32 weights run under bf16 autocast
+}
+ALIASES = {"fp32": "onnx_fp32", "int8": "onnx_int8", "fused": "onnx_fused", "bf16": "pytorch_bf16", "pytorch": "pytorch_fp32"}
+EXACT = ("onnx_fp32", "onnx_fused", "pytorch_fp32")  # fp32 arithmetic: gated on the logits as well as on F1
+# Hugging Face model types that ONNX Runtime's transformer optimizer fuses as BERT-like encoders.
+FUSION_MODEL_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert", "electra": "bert"}
+
+
+def resolve_path(requested: str) -> str:
+    """A --precision value (a path name, `auto`, or a short alias: fp32, int8, fused, bf16, pytorch) -> its path name."""
+    name = ALIASES.get(requested.replace("-", "_"), requested.replace("-", "_"))
+    if name != "auto" and name not in PATHS:
+        raise ToolkitError(f"precision {requested!r} is not supported", fix=f"use auto, one of {', '.join(PATHS)}, or a short name: {', '.join(ALIASES)}")
+    return name
+
+
+def unavailable(name: str, task: str, hardware: dict, model_type: str) -> str | None:
+    """Why `name` cannot be built here for this task and model (None: it can). Pure."""
+    runtime, precision = PATHS[name]
+    if runtime == "pytorch" and task != "token_classification":
+        return "decoders are packaged as ONNX graphs with a KV cache"
+    if precision == "bf16" and not hardware["bf16"]:
+        return "this machine has no bf16 units (avx512_bf16 or amx_bf16) and no CUDA device"
+    if name == "onnx_fused" and task != "token_classification":
+        return "fusions of decoder graphs with a KV cache are not built"
+    if name == "onnx_fused" and model_type not in FUSION_MODEL_TYPES:
+        return f"ONNX Runtime's transformer optimizer does not fuse model type {model_type!r}"
+    return None
+
+
+def _fuse(fp32: Path, fused: Path, config: dict) -> dict:
+    """ONNX Runtime's transformer fusions (python pass only, opt_level 0, so the graph stays portable
+    across CPUs); returns the count of each fused operator."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model = optimize_model(
+        str(fp32), model_type=FUSION_MODEL_TYPES[config["model_type"]], num_heads=config["num_attention_heads"], hidden_size=config["hidden_size"], opt_level=0
+    )
+    model.save_model_to_file(str(fused))
+    return {op: n for op, n in model.get_fused_operator_statistics().items() if n}
 
 
 def _single_document_speed(predictor, texts: list[str]) -> dict:
@@ -162,48 +214,75 @@ def _within_budget(reference_f1: float, figures: dict, budgets: ParityBudgets, e
     return problems
 
 
+def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict:
+    """Write path `name` as a model folder at `directory` (ONNX graphs from the onnx_fp32 one, built
+    first); returns what the build recorded (fused operators, quantization scheme)."""
+    runtime, precision = PATHS[name]
+    info: dict = {}
+    if runtime == "pytorch":
+        # The run's own weights and tokenizer; the LoRA adapter was merged into them at save time.
+        shutil.copytree(run.model_dir, directory, ignore=shutil.ignore_patterns("adapter", "checkpoint-*"))
+    elif name == "onnx_fp32":
+        _onnx_export(run.model_dir, directory, run.task)
+    else:
+        shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
+        if name == "onnx_int8":
+            _quantize_int8(built["onnx_fp32"] / ONNX_FILE, directory / ONNX_FILE)
+            info["scheme"] = f"weights int8 in blocks of {INT8_BLOCK}"
+        else:
+            info["fused_operators"] = _fuse(built["onnx_fp32"] / ONNX_FILE, directory / ONNX_FILE, json.loads((run.model_dir / "config.json").read_text()))
+    # toolkit.json says how to run the folder: the predictors read runtime and precision from it.
+    meta = {**run.meta, "export": {"path": name, "runtime": runtime, "precision": precision}}
+    (directory / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    if run.config_path is not None:
+        # The run's recipe travels with the artifact: `toolkit eval ARTIFACT` applies its label map.
+        shutil.copy2(run.config_path, directory / CONFIG_FILE)
+    return info
+
+
 def export_run(
     run_path: Path,
     out: Path,
-    quantize: str | None = None,
+    precision: str = "auto",
     budgets: ParityBudgets = ParityBudgets(),
     data: str | None = None,
     parity_docs: int = 64,
     overwrite: bool = False,
 ) -> dict:
-    """Export, check parity, measure, write the artifact atomically; returns the manifest.
+    """Build, gate, measure and write an artifact atomically; returns the manifest.
 
-    `quantize`: None (fp32), "int8", or "auto": both ONNX graphs are built, gated and timed on the
-    parity documents, and the faster one within budget is kept. PyTorch fp32 (and bf16 where the
-    machine has bf16 units) are measured alongside, so the manifest shows every path's parity and speed."""
+    `precision` names one path of PATHS (or an alias), or `auto`: every path this machine and task allow
+    is built, checked for parity against the run's PyTorch fp32 model on the parity documents and timed
+    one document at a time, and the fastest within budget is kept. The manifest records every path's
+    parity and speed (or why it was skipped) and which one was chosen."""
     from toolkit import __version__
     from toolkit.deploy.hardware import describe
 
-    precision = quantize or "fp32"
-    if precision not in PRECISIONS:
-        raise ToolkitError(f"precision {precision!r} is not supported", fix=f"use one of {', '.join(PRECISIONS)}")
+    requested = resolve_path(precision)
     out = Path(out)
     run = open_run(run_path)  # resolved once: model folder, toolkit.json, config.yaml
-    model_dir, meta, task = run.model_dir, run.meta, run.task
+    meta, task = run.meta, run.task
     if out.exists() and not overwrite:
         raise ToolkitError(f"{out} already exists", fix="pass --overwrite, or choose another --out")
+    hardware = describe()
+    model_type = json.loads((run.model_dir / "config.json").read_text()).get("model_type", "unknown")
+    skipped = {name: why for name in PATHS if (why := unavailable(name, task, hardware, model_type))}
+    if requested != "auto" and requested in skipped:
+        raise ToolkitError(f"{run.path}: cannot export {requested}: {skipped[requested]}", fix="choose another --precision, or auto")
+    wanted = [n for n in PATHS if n not in skipped] if requested == "auto" else [requested]
+    if any(PATHS[n][0] == "onnx" for n in wanted) and "onnx_fp32" not in wanted:
+        wanted.insert(0, "onnx_fp32")  # the graph the other ONNX paths are made from
     records, source = parity_documents(run, data, parity_docs)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         started = time.perf_counter()
-        hardware = describe()
-        candidates = {"fp32": tmp / "fp32"}
-        _onnx_export(model_dir, candidates["fp32"], task)
-        shutil.copy2(model_dir / META_FILE, candidates["fp32"] / META_FILE)
-        if run.config_path is not None:
-            # The run's recipe travels with the artifact: `toolkit eval ARTIFACT` applies its label map.
-            shutil.copy2(run.config_path, candidates["fp32"] / CONFIG_FILE)
-        if precision in ("int8", "auto"):
-            candidates["int8"] = tmp / "int8"
-            shutil.copytree(candidates["fp32"], candidates["int8"], ignore=shutil.ignore_patterns(f"{ONNX_FILE}*"))
-            _quantize_int8(candidates["fp32"] / ONNX_FILE, candidates["int8"] / ONNX_FILE)
-        # The reference runs once; every candidate is compared with its outputs.
+        built: dict[str, Path] = {}
+        notes = {}
+        for name in wanted:
+            built[name] = tmp / name
+            notes[name] = _build(name, run, built[name], built)
+        # The reference (the run's PyTorch fp32 model) runs once; every path is compared with its outputs.
         texts = [r.text for r in records]
         timed = texts[: SPEED_DOCS[task]]
         reference = load_predictor(run)
@@ -215,40 +294,36 @@ def export_run(
             windows, outputs, group = text_windows(reference.tokenizer, texts, meta["max_length"], meta["stride"]), _generator_outputs, None
         ref = outputs(reference, texts, windows)
         reference_f1 = _span_f1(records, ref[1])
+        del reference
         parity = {"documents": len(records), "source": source, "pytorch_span_f1": reference_f1}
-        paths = {"pytorch_fp32": {"span_f1": reference_f1, **_single_document_speed(reference, timed)}}
-        if task == "token_classification" and hardware["bf16"]:
-            reference.autocast = "bfloat16"  # the same model under bf16 autocast
-            paths["pytorch_bf16"] = {**_parity(ref, outputs(reference, texts, windows), records, group), **_single_document_speed(reference, timed)}
-            reference.autocast = None
+        paths: dict[str, dict] = {name: {"skipped": why} for name, why in skipped.items()}
         problems, predictors = {}, {}
-        for name, directory in candidates.items():
+        for name, directory in built.items():
             predictor = predictors[name] = load_predictor(directory)
-            figures = _parity(ref, outputs(predictor, texts, windows), records, group)
-            if name == "int8":
-                figures["scheme"] = f"weights int8 in blocks of {INT8_BLOCK}"
-            parity[name] = figures
-            paths[f"onnx_{name}"] = {**figures, **_single_document_speed(predictor, timed)}
-            problems[name] = _within_budget(reference_f1, figures, budgets, exact=name == "fp32")
-        passing = [name for name in candidates if not problems[name]]
-        if precision == "auto":
-            # fp32 must pass in any case: it is the graph int8 was made from.
-            chosen = max(passing, key=lambda n: paths[f"onnx_{n}"]["docs_per_second"]) if "fp32" in passing else None
-        else:
-            chosen = precision if not problems["fp32"] and not problems.get(precision) else None
+            figures = parity[name] = {**_parity(ref, outputs(predictor, texts, windows), records, group), **notes[name]}
+            paths[name] = {"span_f1": figures["span_f1"], **_single_document_speed(predictor, timed)}
+            problems[name] = _within_budget(reference_f1, figures, budgets, exact=name in EXACT)
+            if name != "onnx_fp32" and PATHS[name][0] == "onnx" and problems.get("onnx_fp32"):
+                problems[name] = [*problems[name], "made from the onnx_fp32 graph, which failed its gate"]
+        passing = [name for name in built if not problems[name]]
+        chosen = max(passing, key=lambda n: paths[n]["docs_per_second"], default=None) if requested == "auto" else (requested if requested in passing else None)
         if chosen is None:
             failed = "; ".join(f"{name} {p}" for name, found in problems.items() for p in found)
             raise ToolkitError(
                 f"{run.path}: export failed its parity gate on {len(records)} documents of {source}: {failed}; nothing was written",
                 fix="inspect the model, or loosen the budget with --max-logit-diff / --max-f1-drop if the difference is acceptable",
             )
-        artifact = candidates[chosen]
+        for name in paths:
+            paths[name]["chosen"] = name == chosen
+        artifact = built[chosen]
         manifest = write_manifest(
             artifact,
             {
                 "task": task,
-                "precision": chosen,
-                "requested_precision": precision,
+                "path": chosen,
+                "runtime": PATHS[chosen][0],
+                "precision": PATHS[chosen][1],
+                "requested": requested,
                 "model_id": f"{run.path.name}-{chosen}",
                 "source_run": str(run.path.resolve()),
                 "labels": meta["labels"],
@@ -256,7 +331,6 @@ def export_run(
                 "parity": parity,
                 "budgets": asdict(budgets),
                 "hardware": hardware,
-                # Every path measured on this machine; an artifact holds ONNX graphs, so the choice is among those.
                 "paths": paths,
                 "throughput": _throughput(predictors[chosen], texts),
                 "export_seconds": round(time.perf_counter() - started, 1),

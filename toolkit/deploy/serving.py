@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 from toolkit.infer import load_predictor
 from toolkit.rundir import MANIFEST as MANIFEST_FILE
-from toolkit.rundir import ONNX_FILE, read_manifest, verify_artifact
+from toolkit.rundir import read_manifest, verify_artifact, weights_file
 
 OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/metrics", "/docs", "/docs.json")
 
@@ -252,7 +252,12 @@ class Extraction:
     model = bentoml.depends(ExtractionModel)
 
     def __init__(self) -> None:
-        self.model_info = {"id": MANIFEST["model_id"], "version": MANIFEST["files"][ONNX_FILE]["sha256"][:12], "precision": MANIFEST["precision"]}
+        self.model_info = {
+            "id": MANIFEST["model_id"],
+            "version": MANIFEST["files"][weights_file(MANIFEST)]["sha256"][:12],
+            "path": MANIFEST["path"],
+            "precision": MANIFEST["precision"],
+        }
 
     async def _tag(self, docs: list[str]) -> list[list[dict]]:
         """The model service's answer. Two refusals are retried, since tagging has no side effects: BentoML's

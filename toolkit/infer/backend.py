@@ -18,7 +18,7 @@ def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) 
 
     run = run if isinstance(run, Run) else open_run(run)
     directory, meta = run.model_dir, run.meta
-    if run.is_artifact:
+    if run.runtime == "onnx":
         import optimum.onnxruntime as ort_models
 
         ort_class = {"AutoModelForTokenClassification": "ORTModelForTokenClassification", "AutoModelForCausalLM": "ORTModelForCausalLM"}[auto_class]

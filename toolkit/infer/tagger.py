@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.infer.backend import load_model_dir
-from toolkit.rundir import Run
+from toolkit.rundir import Run, open_run
 from toolkit.spans.decoding import PredictedSpan, decode_documents
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window, make_windows
@@ -32,11 +32,21 @@ class Tagger:
         self.device = device
         # "bfloat16": run a PyTorch model under autocast (machines with bf16 units); None: as stored.
         self.autocast: str | None = None
+        # True: one window per forward pass. PyTorch picks matmul kernels by shape, so a window padded to
+        # its batch's width gets scores that move in the last bits (9 of 30 NCBI documents under bf16,
+        # docs/benchmarks.md); alone, its answer never depends on its neighbours. ONNX Runtime's answers
+        # do not move with padding, so ONNX batches.
+        self.window_alone = False
         self.last_report: dict = {}
 
     @classmethod
     def load(cls, run: Run | Path, device: str | None = None) -> Tagger:
-        return cls(*load_model_dir(run, "AutoModelForTokenClassification", device))
+        run = run if isinstance(run, Run) else open_run(run)
+        tagger = cls(*load_model_dir(run, "AutoModelForTokenClassification", device))
+        # An exported PyTorch model runs as its export measured it: its precision, batch-invariant.
+        tagger.autocast = run.autocast
+        tagger.window_alone = run.is_artifact and run.runtime == "pytorch"
+        return tagger
 
     def windows(self, texts: Sequence[str]) -> list[Window]:
         return make_windows(self.tokenizer, texts, self.meta["max_length"], self.meta["stride"])
@@ -45,6 +55,7 @@ class Tagger:
         """Per-window logits [tokens, outputs]; windows are batched by length to limit padding."""
         import torch
 
+        batch_size = 1 if self.window_alone else batch_size
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))
         out: list[np.ndarray | None] = [None] * len(windows)
         pad = self.tokenizer.pad_token_id or 0
