@@ -79,17 +79,23 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
         "onnx_fp32": (artifact(run, "fp32"), None),
         "onnx_int8": (artifact(run, "int8"), None),
         "pytorch_bf16": (run, None),  # the toolkit Tagger under bf16 autocast; the pipeline row is plain fp32 PyTorch
+        # The path `toolkit export` (--precision auto) chose on this machine, loaded as the service loads it.
+        "chosen": (artifact(run, "auto"), None),
     }
     out: dict = {"documents": len(texts), "torch_threads": torch.get_num_threads(), "repeat": repeat, "cpu": cpu_line()}
     print(out["cpu"], flush=True)
     for name, (path, model) in variants.items():
-        if name == "pytorch_bf16":
+        chosen_runtime = json.loads((path / "manifest.json").read_text())["runtime"] if name == "chosen" else None
+        if name == "pytorch_bf16" or chosen_runtime == "pytorch":
             model = variants["pytorch"][1]
         if model is None:
             model = ORTModelForTokenClassification.from_pretrained(path, file_name="model.onnx")
         pipe = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="first", device="cpu")
         tagger = Tagger.load(path)
-        tagger.autocast = "bfloat16" if name == "pytorch_bf16" else None
+        if name == "pytorch_bf16":
+            tagger.autocast = "bfloat16"
+        if name == "chosen":
+            out["chosen_path"] = json.loads((path / "manifest.json").read_text())["path"]
         pipe(texts[0]), tagger.predict([texts[0]])  # warm-up
         timings: dict[str, list[float]] = {"hf_pipeline": [], "toolkit_tagger": []}
         preds: dict[str, list] = {"hf_pipeline": [], "toolkit_tagger": []}
@@ -107,12 +113,12 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
         out[name] = {
             "hf_pipeline": {**latency_stats(timings["hf_pipeline"]), "span_f1": f1_of(records, pipe_preds)},
             "toolkit_tagger": {**latency_stats(timings["toolkit_tagger"]), "span_f1": f1_of(records, tagger_preds)},
-            "model_bytes": sum(p.stat().st_size for p in Path(path).rglob("*.onnx")) or (run / "model" / "model.safetensors").stat().st_size,
+            "model_bytes": sum(p.stat().st_size for p in Path(path).rglob("*.onnx")) or next(Path(path).rglob("model.safetensors")).stat().st_size,
         }
         print(name, json.dumps(out[name]), flush=True)
     for kind in ("hf_pipeline", "toolkit_tagger"):
         base = out["pytorch"][kind]["p50_ms"]
-        out[f"speedup_p50_{kind}"] = {v: round(base / out[v][kind]["p50_ms"], 2) for v in ("onnx_fp32", "onnx_int8", "pytorch_bf16")}
+        out[f"speedup_p50_{kind}"] = {v: round(base / out[v][kind]["p50_ms"], 2) for v in ("onnx_fp32", "onnx_int8", "pytorch_bf16", "chosen")}
     # The toolkit's paths against the plain Hugging Face pipeline in PyTorch fp32 (the baseline a user starts from).
     base = out["pytorch"]["hf_pipeline"]["p50_ms"]
     out["tagger_vs_hf_pipeline_fp32_p50"] = {v: round(base / out[v]["toolkit_tagger"]["p50_ms"], 2) for v in variants}

@@ -27,6 +27,11 @@ from toolkit.config import load_recipe  # noqa: E402
 from toolkit.tasks import flow_for  # noqa: E402
 
 
+def _autocast_loss(trainer, model, batch, autocast):
+    with autocast:
+        return trainer.compute_loss(model, dict(batch))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("recipe", type=Path)
@@ -55,7 +60,9 @@ def main() -> None:
         model = trainer.model
         model.train()
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=recipe.train.learning_rate)
-        step = lambda b: trainer.compute_loss(model, dict(b))  # noqa: E731 (the recipe's own loss)
+        # The recipe's own loss, under the recipe's precision (bf16 autocast when train.precision is bf16).
+        autocast = torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=trainer.args.bf16)
+        step = lambda b: trainer.compute_loss(model, dict(b)) if not trainer.args.bf16 else _autocast_loss(trainer, model, b, autocast)  # noqa: E731
         step(batches[0]).backward()  # warm-up
         optimizer.zero_grad()
         started = time.perf_counter()
@@ -82,6 +89,8 @@ def main() -> None:
             {
                 "cpu": cpu_line(),
                 "recipe": str(args.recipe),
+                "overrides": args.overrides,
+                "bf16": bool(trainer.args.bf16),
                 "steps": args.steps,
                 "real_tokens": tokens,
                 "padded_tokens": padded,

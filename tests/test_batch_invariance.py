@@ -30,7 +30,7 @@ def _answers(predictor, texts, target: int):
 def test_exported_tagger_answers_do_not_depend_on_the_batch(path, tiny_mlm_run, tiny_mlm_artifact, tmp_path):
     """Every path an export can package: bit-identical spans and scores alone and in any batch (int8
     scales activations per row block; PyTorch paths run a window per forward pass)."""
-    from toolkit.deploy.hardware import describe
+    from toolkit.hardware import describe
 
     if path == "pytorch_bf16" and not describe()["bf16"]:
         pytest.skip("this machine has no bf16 units: the bf16 path is not exported here")

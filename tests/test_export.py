@@ -190,7 +190,7 @@ def test_auto_keeps_the_fastest_path_within_budget_and_records_every_path(tiny_m
 
 def test_a_pytorch_artifact_runs_as_exported(tiny_mlm_run, tmp_path):
     """A PyTorch path is packaged with its weights, says its precision in toolkit.json and scores as measured."""
-    from toolkit.deploy.hardware import describe
+    from toolkit.hardware import describe
 
     name = "bf16" if describe()["bf16"] else "pytorch"
     manifest = export_run(tiny_mlm_run, tmp_path / name, precision=name, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
@@ -208,7 +208,7 @@ def test_a_pytorch_artifact_runs_as_exported(tiny_mlm_run, tmp_path):
 
 
 def test_a_path_this_machine_cannot_run_is_refused(tiny_mlm_run, tmp_path, monkeypatch):
-    import toolkit.deploy.hardware as hardware
+    import toolkit.hardware as hardware
 
     monkeypatch.setattr(hardware, "describe", lambda: {"cpu": "x", "cpu_flags": ["avx2"], "bf16": False, "cuda": None})
     with pytest.raises(ToolkitError, match="no bf16 units"):
@@ -230,7 +230,7 @@ def test_paths_that_cannot_apply_say_why():
 
 
 def test_cpu_flags_are_read_from_cpuinfo():
-    from toolkit.deploy.hardware import cpu_flags
+    from toolkit.hardware import cpu_flags
 
     text = "processor : 0\nmodel name : Some Xeon\nflags : fpu avx2 avx512f avx512_vnni amx_bf16 amx_tile\nprocessor : 1\nflags : fpu\n"
     assert cpu_flags(text) == ("Some Xeon", ["avx2", "avx512f", "avx512_vnni", "amx_bf16"])

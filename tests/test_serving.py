@@ -156,7 +156,7 @@ def test_sustained_load_answers_equal_single_requests(server):
 def test_a_pytorch_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
     """The PyTorch path (bf16 where the CPU has bf16 units) serves the same answers under load as alone."""
     from toolkit.deploy.export import ParityBudgets, export_run
-    from toolkit.deploy.hardware import describe
+    from toolkit.hardware import describe
 
     artifact = tmp_path / "pytorch"
     export_run(tiny_mlm_run, artifact, precision="bf16" if describe()["bf16"] else "pytorch", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))

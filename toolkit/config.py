@@ -100,7 +100,23 @@ class TrainConfig(_Strict):
     logging_steps: int = Field(default=10, ge=1)
     save_total_limit: int = Field(default=2, ge=1)
     group_by_length: bool = True
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(default="auto", description="auto: bf16 on CUDA devices that support it, else fp32.")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        default="auto", description="auto: bf16 on CUDA devices that support it, else fp32; bf16 also runs on CPUs with bf16 units (avx512_bf16, amx_bf16)."
+    )
+
+
+class SegmentsConfig(_Strict):
+    """segment_classification only: how segments are labeled, weighted and decided."""
+
+    min_overlap: float = Field(default=0.5, gt=0, le=1, description="A segment is positive for a label when this share of its characters lies in a span of it.")
+    loss_weights: Literal["none", "balanced"] = Field(
+        default="balanced", description="balanced: positives weighted by negatives/positives per label (capped at 100)."
+    )
+    focal_gamma: float = Field(default=0.0, ge=0, description="Focal loss exponent (0: plain binary cross-entropy).")
+    thresholds: Literal["tuned", "fixed"] = Field(
+        default="tuned", description="tuned: per-label thresholds chosen on dev and saved with the model; fixed: 0.5 for every label."
+    )
+    candidate_threshold: float = Field(default=0.05, gt=0, lt=1, description="Spans proposed down to this probability feed AUPR and precision at recall.")
 
 
 class GenerationConfig(_Strict):
@@ -173,7 +189,7 @@ class SweepConfig(_Strict):
 
 
 class Recipe(_Strict):
-    task: Literal["token_classification", "span_generation", "pretrain_mlm", "pretrain_clm"]
+    task: Literal["token_classification", "segment_classification", "span_generation", "pretrain_mlm", "pretrain_clm"]
     name: str = Field(description="Run name; the run directory is <output_dir>/<name>.")
     seed: int = 13
     output_dir: str = Field(default="runs", description="Where run directories go.")
@@ -183,6 +199,7 @@ class Recipe(_Strict):
     train: TrainConfig = Field(default_factory=TrainConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    segments: SegmentsConfig = Field(default_factory=SegmentsConfig)
     pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
     sweep: SweepConfig | None = None
 

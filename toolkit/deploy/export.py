@@ -57,6 +57,8 @@ def _span_f1(records, predictions) -> float:
 
 
 def _decisions(logits, group: int | None):
+    if group == 0:
+        return logits > 0
     return logits.reshape(logits.shape[0], -1, group).argmax(-1) if group else logits.argmax(-1)
 
 
@@ -101,7 +103,7 @@ def _parity(reference: tuple[list, list], candidate: tuple[list, list], records,
 def _onnx_export(model_dir: Path, out: Path, task: str) -> None:
     from optimum.exporters.onnx import main_export
 
-    optimum_task = "token-classification" if task == "token_classification" else "text-generation-with-past"
+    optimum_task = "token-classification" if task in ENCODER_TASKS else "text-generation-with-past"
     try:
         main_export(str(model_dir), output=str(out), task=optimum_task, do_validation=False, device="cpu")
     except Exception as exc:  # optimum raises many kinds; the user needs the model and the cause
@@ -144,7 +146,9 @@ def _throughput(predictor, texts: list[str]) -> dict:
     }
 
 
-SPEED_DOCS = {"token_classification": 32, "span_generation": 4}  # documents timed one at a time per path
+SPEED_DOCS = {"token_classification": 32, "segment_classification": 8, "span_generation": 4}  # documents timed one at a time per path
+# Tasks whose model is a token classifier (per-token outputs): the paths and parity checks of an encoder.
+ENCODER_TASKS = ("token_classification", "segment_classification")
 
 # Every path an export can measure and package: name -> (runtime, precision). `auto` measures every one
 # this machine and task allow and keeps the fastest within the parity budgets.
@@ -172,11 +176,11 @@ def resolve_path(requested: str) -> str:
 def unavailable(name: str, task: str, hardware: dict, model_type: str) -> str | None:
     """Why `name` cannot be built here for this task and model (None: it can). Pure."""
     runtime, precision = PATHS[name]
-    if runtime == "pytorch" and task != "token_classification":
+    if runtime == "pytorch" and task not in ENCODER_TASKS:
         return "decoders are packaged as ONNX graphs with a KV cache"
     if precision == "bf16" and not hardware["bf16"]:
         return "this machine has no bf16 units (avx512_bf16 or amx_bf16) and no CUDA device"
-    if name == "onnx_fused" and task != "token_classification":
+    if name == "onnx_fused" and task not in ENCODER_TASKS:
         return "fusions of decoder graphs with a KV cache are not built"
     if name == "onnx_fused" and model_type not in FUSION_MODEL_TYPES:
         return f"ONNX Runtime's transformer optimizer does not fuse model type {model_type!r}"
@@ -188,10 +192,19 @@ def _fuse(fp32: Path, fused: Path, config: dict) -> dict:
     across CPUs); returns the count of each fused operator."""
     from onnxruntime.transformers.optimizer import optimize_model
 
-    model = optimize_model(
-        str(fp32), model_type=FUSION_MODEL_TYPES[config["model_type"]], num_heads=config["num_attention_heads"], hidden_size=config["hidden_size"], opt_level=0
-    )
-    model.save_model_to_file(str(fused))
+    # The optimizer logs every pass at INFO under many logger names; the parity table is the summary.
+    logging.disable(logging.INFO)
+    try:
+        model = optimize_model(
+            str(fp32),
+            model_type=FUSION_MODEL_TYPES[config["model_type"]],
+            num_heads=config["num_attention_heads"],
+            hidden_size=config["hidden_size"],
+            opt_level=0,
+        )
+        model.save_model_to_file(str(fused))
+    finally:
+        logging.disable(logging.NOTSET)
     return {op: n for op, n in model.get_fused_operator_statistics().items() if n}
 
 
@@ -256,7 +269,7 @@ def export_run(
     one document at a time, and the fastest within budget is kept. The manifest records every path's
     parity and speed (or why it was skipped) and which one was chosen."""
     from toolkit import __version__
-    from toolkit.deploy.hardware import describe
+    from toolkit.hardware import describe
 
     requested = resolve_path(precision)
     out = Path(out)
@@ -286,10 +299,11 @@ def export_run(
         texts = [r.text for r in records]
         timed = texts[: SPEED_DOCS[task]]
         reference = load_predictor(run)
-        if task == "token_classification":
+        if task in ENCODER_TASKS:
             windows, outputs = reference.windows(texts), _tagger_outputs
-            # Multi-label outputs are an O/B/I softmax per label: compare the decision within each group of three.
-            group = 3 if reference.space.multi_label else None
+            # Multi-label tagger outputs are an O/B/I softmax per label: compare the decision within each group
+            # of three; a segment model's outputs are one sigmoid per label (group 0: the sign).
+            group = 0 if task == "segment_classification" else 3 if reference.space.multi_label else None
         else:
             windows, outputs, group = text_windows(reference.tokenizer, texts, meta["max_length"], meta["stride"]), _generator_outputs, None
         ref = outputs(reference, texts, windows)

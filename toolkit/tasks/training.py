@@ -54,15 +54,24 @@ def parameter_counts(model) -> dict[str, int]:
 
 
 def precision_flags(choice: str) -> dict:
-    """auto: bf16 on CUDA devices that support it, fp32 elsewhere."""
+    """auto: bf16 on CUDA devices that support it, fp32 elsewhere. bf16 on a CPU needs bf16 units
+    (avx512_bf16 or amx_bf16): without them autocast emulates bf16 and is slower than fp32."""
     import torch
+
+    from toolkit.hardware import describe
 
     cuda = torch.cuda.is_available()
     if choice == "auto":
         return {"bf16": cuda and torch.cuda.is_bf16_supported()}
-    if choice in ("bf16", "fp16") and not cuda:
-        raise ToolkitError(f"train.precision={choice} needs a CUDA device", fix="use train.precision=auto (fp32 on CPU)")
-    return {"bf16": choice == "bf16", "fp16": choice == "fp16"}
+    if choice == "fp16" and not cuda:
+        raise ToolkitError("train.precision=fp16 needs a CUDA device", fix="use train.precision=auto (fp32 on CPU), or bf16 on a CPU with bf16 units")
+    if choice == "bf16" and not cuda and not (machine := describe())["bf16"]:
+        raise ToolkitError(
+            f"train.precision=bf16 needs a CUDA device or a CPU with bf16 units (avx512_bf16, amx_bf16); this CPU has {' '.join(machine['cpu_flags']) or 'none of them'}",
+            fix="use train.precision=auto (fp32 on this CPU)",
+        )
+    # transformers takes bf16 on a CPU only with use_cpu set (else it looks for a bf16 GPU).
+    return {"bf16": choice == "bf16", "fp16": choice == "fp16", **({"use_cpu": True} if choice == "bf16" and not cuda else {})}
 
 
 def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_better: bool = True, **extra):
