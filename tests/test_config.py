@@ -16,6 +16,8 @@ def task_named_by(stem: str) -> str:
     assert objective in ("mlm", "clm"), f"{stem}: name recipes <dataset>_<target>_<mlm|clm>"
     if stem.endswith(("_pretrain_mlm", "_pretrain_clm")):
         return f"pretrain_{objective}"
+    if stem.endswith("_segments_mlm"):
+        return "segment_classification"
     return "token_classification" if objective == "mlm" else "span_generation"
 
 
@@ -37,6 +39,7 @@ def test_every_recipe_validates_and_its_name_says_its_task(path):
 def test_a_misnamed_recipe_is_caught():
     assert task_named_by("bc5cdr_domain_pretrain_mlm") == "pretrain_mlm"
     assert task_named_by("ncbi_disease_clm") == "span_generation"
+    assert task_named_by("cuad_clauses_segments_mlm") == "segment_classification"
     with pytest.raises(AssertionError):
         task_named_by("ncbi_disease_tagger")
 

@@ -129,6 +129,11 @@ def render_check(result: CheckResult, console: Console, max_problems: int = 100)
         f"A flat BIO scheme (one tag per token) must drop at least {ov['flat_bio_loss']} spans; "
         f"per-label BIO layers (multi_label mode) drop {ov['per_label_bio_loss']}."
     )
+    ceiling = Table("label", "spans", "both ends", "end", "Jaccard >= 0.5", title="Segment boundaries (the ceiling of segment_classification)")
+    for lb, c in r["segment_ceiling"].items():
+        ceiling.add_row("all labels" if lb == "__all__" else lb, str(c["spans"]), f"{c['both_ends']:.2f}", f"{c['end']:.2f}", f"{c['jaccard_05']:.2f}")
+    if r["segment_ceiling"]:
+        console.print(ceiling)
     pr = r["problems"]
     console.rule(f"Problems: {pr['errors']} errors, {pr['warnings']} warnings")
     if pr["by_kind"]:

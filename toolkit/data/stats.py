@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from statistics import mean
 
 from toolkit.spans.overlaps import flat_loss, overlap_counts, per_label_loss
+from toolkit.spans.segments import ceiling_from_counts, count_boundaries
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class CorpusStats:
     flat_bio_loss: int = 0
     per_label_bio_loss: int = 0
     docs_without_spans: int = 0
+    segment_boundaries: dict = field(default_factory=dict)
 
     def add(self, doc_id: str, text: str, spans: list, tokens: TokenOffsets | None = None, special_tokens: int = 0) -> None:
         self.documents += 1
@@ -101,6 +103,7 @@ class CorpusStats:
                 self.span_tokens.append(tokens.span_tokens(s.start, s.end))
                 if not tokens.aligned(s.start, s.end):
                     self.misaligned_spans += 1
+        count_boundaries(text, [(s.start, s.end, s.label) for s in spans], self.segment_boundaries)
         self.overlaps.update(overlap_counts(spans))
         self.flat_bio_loss += flat_loss(spans)
         self.per_label_bio_loss += per_label_loss(spans)
@@ -119,6 +122,8 @@ class CorpusStats:
             "max_length": self.max_length,
             "docs_over_max_length": {"count": len(self.over_max_length), "ids": self.over_max_length[:list_limit]},
             "spans_misaligned_with_tokens": self.misaligned_spans,
+            # The ceiling of segment_classification: spans whose ends fall on segment boundaries.
+            "segment_ceiling": ceiling_from_counts(self.segment_boundaries),
             "overlaps": {
                 "spans_overlapping": self.overlaps.get("spans_overlapping", 0),
                 "pairs": {k: self.overlaps.get(k, 0) for k in ("identical_extent", "duplicate", "nested", "crossing")},

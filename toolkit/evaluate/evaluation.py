@@ -8,6 +8,7 @@ from pathlib import Path
 
 from toolkit.data.records import resolve_data_path
 from toolkit.evaluate.metrics import score
+from toolkit.evaluate.ranking import ranking_metrics
 from toolkit.evaluate.reporting import write_metrics, write_predictions
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.rundir import PREDICTIONS_FILE, open_run, records_for
@@ -20,7 +21,11 @@ def evaluate_run(path: Path, data: str, out: Path | None = None, bootstrap: int 
     other: Counter = Counter()
     records = records_for(run, data, other=other)
     predictions, unlocated, timing = predict_with_report(predictor, [r.text for r in records])
-    metrics = score([r.text for r in records], [r.spans for r in records], predictions, tolerances or [1, 3], 0.5, bootstrap, 0, unlocated)
+    texts, golds = [r.text for r in records], [r.spans for r in records]
+    metrics = score(texts, golds, predictions, tolerances or [1, 3], 0.5, bootstrap, 0, unlocated)
+    # Ranking metrics over span scores: a segment model proposes candidates below its decision thresholds.
+    proposals = predictor.candidates(texts) if hasattr(predictor, "candidates") else predictions
+    metrics["ranking"] = ranking_metrics(texts, golds, proposals, run.labels, 0.5, bootstrap, 0)
     out = out or Path(path) / "eval" / resolve_data_path(data).stem
     extra = {
         "data": str(data),

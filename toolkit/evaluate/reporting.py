@@ -53,9 +53,39 @@ def markdown_report(title: str, metrics: dict, extra: dict | None = None) -> str
     lines += ["", "## Recall by gold span length (words)", "", "| words | gold | recall (exact) | recall (Jaccard) |", "|---|---|---|---|"]
     for b in metrics["length_buckets"]:
         lines.append(f"| {b['words']} | {b['gold']} | {b['recall']:.3f} | {b['jaccard_recall']:.3f} |")
+    if "ranking" in metrics:
+        lines += ranking_lines(metrics["ranking"])
     if extra:
         lines += ["", "## Run", ""] + [f"- {k}: {v}" for k, v in extra.items()]
     return "\n".join(lines) + "\n"
+
+
+def ranking_lines(ranking: dict) -> list[str]:
+    """CUAD's ranking metrics (toolkit/evaluate/ranking.py) as a markdown section."""
+    ci = ranking.get("ci95", {})
+
+    def cell(scope: str, key: str) -> str:
+        value = ranking[scope].get(key)
+        if value is None:
+            return ""
+        interval = ci.get(f"{scope}_{key}")
+        return f"{value:.3f}" + (f" ({interval[0]:.3f}-{interval[1]:.3f})" if interval else "")
+
+    lines = [
+        "",
+        "## Ranking (CUAD's metrics: spans ranked by score, Jaccard >= 0.5)",
+        "",
+        "| scope | AUPR | P@80R | P@90R |",
+        "|---|---|---|---|",
+    ]
+    for scope in ("macro", "micro"):
+        lines.append(f"| {scope} | {cell(scope, 'aupr')} | {cell(scope, 'precision_at_80_recall')} | {cell(scope, 'precision_at_90_recall')} |")
+    lines += ["", "| label | support | proposed | AUPR | P@80R | P@90R | max recall |", "|---|---|---|---|---|---|---|"]
+    for lb, v in ranking["per_label"].items():
+        lines.append(
+            f"| {lb} | {v['support']} | {v['predicted']} | {v['aupr']:.3f} | {v['precision_at_80_recall']:.3f} | {v['precision_at_90_recall']:.3f} | {v['max_recall']:.3f} |"
+        )
+    return lines
 
 
 def write_metrics(directory: Path, metrics: dict, title: str, extra: dict | None = None) -> None:

@@ -16,6 +16,7 @@ from toolkit.rundir import Run, open_run
 # task -> (module, class) of its predictor; imported on demand (torch is heavy).
 PREDICTORS = {
     "token_classification": ("toolkit.infer.tagger", "Tagger"),
+    "segment_classification": ("toolkit.infer.segmenter", "SegmentClassifier"),
     "span_generation": ("toolkit.infer.generator", "SpanGenerator"),
 }
 

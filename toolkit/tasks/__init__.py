@@ -13,6 +13,7 @@ from toolkit.tasks.flow import Flow, RunResult, plan_flow, run_flow
 # task -> (module, Flow class); modules are imported on demand.
 FLOWS = {
     "token_classification": ("toolkit.tasks.token_classification", "TokenClassification"),
+    "segment_classification": ("toolkit.tasks.segment_classification", "SegmentClassification"),
     "span_generation": ("toolkit.tasks.span_generation", "SpanGeneration"),
     "pretrain_mlm": ("toolkit.tasks.pretrain", "Pretraining"),
     "pretrain_clm": ("toolkit.tasks.pretrain", "Pretraining"),

@@ -63,15 +63,24 @@ def add_embedding_dropout(model, p: float):
 
 def build_token_model(cfg: ModelConfig, space: LabelSpace):
     """(model, tokenizer) for token classification; LoRA-wrapped when enabled."""
+    return _token_classifier(cfg, space.output_names())
+
+
+def build_segment_model(cfg: ModelConfig, labels: list[str]):
+    """(model, tokenizer) for segment classification: a token classifier with one logit per label,
+    read per segment as the mean of its tokens' logits (`spans/segment_decoding.py`)."""
+    return _token_classifier(cfg, list(labels))
+
+
+def _token_classifier(cfg: ModelConfig, names: list[str]):
     from transformers import AutoConfig, AutoModelForTokenClassification
 
     name = resolve_model_name(cfg.name)
     tokenizer = load_tokenizer(name)
     if tokenizer.pad_token is None:  # decoders used as taggers often ship without one
         tokenizer.pad_token = tokenizer.eos_token
-    names = space.output_names()
     try:
-        config = AutoConfig.from_pretrained(name, num_labels=space.num_outputs, id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+        config = AutoConfig.from_pretrained(name, num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
     except (OSError, ValueError) as exc:
         raise ToolkitError(
             f"cannot load model {name!r}: {str(exc).splitlines()[0]}", fix="pass a local model directory or a reachable hub id as model.name"

@@ -17,6 +17,7 @@ from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
+from toolkit.evaluate.ranking import ranking_metrics
 from toolkit.evaluate.reporting import write_predictions
 from toolkit.infer.tagger import Tagger
 from toolkit.rundir import PREDICTIONS_FILE, save_model_dir
@@ -218,6 +219,15 @@ class TokenClassification(Flow):
             [r.spans for r in p.dev_records],
             predictions,
             recipe.eval.boundary_tolerance,
+            recipe.eval.jaccard_threshold,
+            recipe.eval.bootstrap,
+            recipe.seed,
+        )
+        metrics["ranking"] = ranking_metrics(
+            [r.text for r in p.dev_records],
+            [r.spans for r in p.dev_records],
+            predictions,
+            list(p.space.labels),
             recipe.eval.jaccard_threshold,
             recipe.eval.bootstrap,
             recipe.seed,

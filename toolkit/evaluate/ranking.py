@@ -1,0 +1,147 @@
+"""CUAD's ranking metrics over span scores: per-label precision-recall curves, AUPR, and precision at
+80% and 90% recall. Pure (no torch, no I/O).
+
+How this relates to the CUAD paper (Hendrycks et al. 2021): there every (contract, clause type) is a
+question, a QA model proposes answer spans with confidences, a proposal counts as correct when its
+words match an annotated clause at Jaccard >= 0.5, and sweeping a confidence threshold traces one
+precision-recall curve. AUPR is the trapezoidal area under that curve after precisions are made
+non-increasing in recall (`_envelope`, as the paper's evaluation script does), and P@80R is the best
+precision at a recall of at least 0.8 (0 when the curve never reaches it).
+
+Here the proposals are a system's predicted spans with their `score` (a tagger's mean token
+probability, a segment model's mean segment probability): spans are ranked by score, and each is
+matched, highest score first, to an unmatched same-label gold clause of its document at word Jaccard
+>= 0.5. Curves are given per label and pooled over labels (`micro`, the paper's single curve); the
+macro figure averages labels that have gold clauses. A system's figures only reflect the spans it
+proposes, so it should propose low-scoring candidates too (a segment model evaluates with its
+candidate threshold, not only its decision thresholds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from toolkit.evaluate.metrics import jaccard, word_set
+from toolkit.spans.overlaps import SpanLike
+
+RECALL_POINTS = (0.8, 0.9)
+
+
+def _ranked_hits(texts, golds, preds, label: str, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(score, document, hit) of every prediction of `label`, best score first, and gold counts per document.
+    Matching is per document, so a document's hits do not depend on the other documents."""
+    scores, docs, hits = [], [], []
+    gold_per_doc = np.zeros(len(texts))
+    for d, (text, gold, pred) in enumerate(zip(texts, golds, preds)):
+        gsets = [word_set(text[g.start : g.end]) for g in gold if g.label == label]
+        gold_per_doc[d] = len(gsets)
+        used: set[int] = set()
+        for p in sorted((p for p in pred if p.label == label), key=lambda p: -float(getattr(p, "score", 1.0))):
+            pset = word_set(text[p.start : p.end])
+            best = max(((jaccard(g, pset), i) for i, g in enumerate(gsets) if i not in used), default=(0.0, -1))
+            hit = best[0] >= threshold
+            if hit:
+                used.add(best[1])
+            scores.append(float(getattr(p, "score", 1.0)))
+            docs.append(d)
+            hits.append(hit)
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+    return np.asarray(scores)[order], np.asarray(docs, dtype=int)[order], np.asarray(hits, dtype=bool)[order], gold_per_doc
+
+
+def _envelope(precisions: np.ndarray) -> np.ndarray:
+    """Each precision replaced by the best precision at this recall or higher."""
+    return np.maximum.accumulate(precisions[::-1])[::-1] if len(precisions) else precisions
+
+
+def curve(hits: np.ndarray, weights: np.ndarray, n_gold: float) -> tuple[np.ndarray, np.ndarray]:
+    """(precision, recall) after each ranked prediction; `weights` count each prediction (bootstrap multiplicity)."""
+    tp = np.cumsum(weights * hits)
+    seen = np.cumsum(weights)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = np.where(seen > 0, tp / seen, 1.0)
+    recall = tp / n_gold if n_gold else np.zeros_like(tp)
+    return precision, recall
+
+
+def aupr(precision: np.ndarray, recall: np.ndarray) -> float:
+    """Area under the enveloped curve, from recall 0 (at the first point's precision)."""
+    if not len(precision):
+        return 0.0
+    p = _envelope(precision)
+    return float(np.trapezoid(np.concatenate([[p[0]], p]), np.concatenate([[0.0], recall])))
+
+
+def precision_at_recall(precision: np.ndarray, recall: np.ndarray, target: float) -> float:
+    """Best precision at a recall of at least `target`; 0 when the curve never reaches it."""
+    reached = recall >= target - 1e-12
+    return float(_envelope(precision)[reached].max()) if reached.any() else 0.0
+
+
+def _figures(hits, weights, n_gold) -> dict:
+    precision, recall = curve(hits, weights, n_gold)
+    out = {"aupr": aupr(precision, recall)}
+    for r in RECALL_POINTS:
+        out[f"precision_at_{int(r * 100)}_recall"] = precision_at_recall(precision, recall, r)
+    out["max_recall"] = float(recall[-1]) if len(recall) else 0.0
+    return out
+
+
+def ranking_metrics(
+    texts: Sequence[str],
+    golds: Sequence[Sequence[SpanLike]],
+    preds: Sequence[Sequence[SpanLike]],
+    labels: Sequence[str] | None = None,
+    jaccard_threshold: float = 0.5,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> dict:
+    """Per-label, macro and micro AUPR and precision at 80/90% recall, with 95% bootstrap intervals
+    over documents (documents resampled with replacement; their hits are fixed, so a resample only
+    reweights predictions and gold clauses)."""
+    labels = sorted(labels if labels is not None else {s.label for doc in golds for s in doc})
+    ranked = {lb: _ranked_hits(texts, golds, preds, lb, jaccard_threshold) for lb in labels}
+    n_docs = len(texts)
+
+    def evaluate(doc_weights: np.ndarray) -> dict:
+        per_label = {}
+        for lb, (_scores, docs, hits, gold_per_doc) in ranked.items():
+            n_gold = float((gold_per_doc * doc_weights).sum())
+            if n_gold:
+                per_label[lb] = _figures(hits, doc_weights[docs], n_gold)
+        # Pooled: every label's predictions in one ranking by score.
+        all_scores = np.concatenate([r[0] for r in ranked.values()]) if ranked else np.zeros(0)
+        all_w = np.concatenate([doc_weights[r[1]] for r in ranked.values()]) if ranked else np.zeros(0)
+        all_hits = np.concatenate([r[2] for r in ranked.values()]) if ranked else np.zeros(0, dtype=bool)
+        order = np.argsort(-all_scores, kind="stable")
+        n_gold = float(sum((r[3] * doc_weights).sum() for r in ranked.values()))
+        micro = _figures(all_hits[order], all_w[order], n_gold) if n_gold else {}
+        keys = ["aupr", *[f"precision_at_{int(r * 100)}_recall" for r in RECALL_POINTS]]
+        macro = {k: float(np.mean([v[k] for v in per_label.values()])) for k in keys} if per_label else {}
+        return {"per_label": per_label, "macro": macro, "micro": micro}
+
+    point = evaluate(np.ones(n_docs))
+    ci: dict[str, list[float]] = {}
+    if bootstrap and n_docs:
+        rng = np.random.default_rng(seed)
+        samples: dict[str, list[float]] = {}
+        for _ in range(bootstrap):
+            weights = np.bincount(rng.integers(0, n_docs, n_docs), minlength=n_docs).astype(float)
+            result = evaluate(weights)
+            for scope in ("macro", "micro"):
+                for k, v in result[scope].items():
+                    samples.setdefault(f"{scope}_{k}", []).append(v)
+        ci = {k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in samples.items()}
+
+    def rounded(d: dict) -> dict:
+        return {k: round(v, 4) for k, v in d.items()}
+
+    return {
+        "per_label": {lb: {"support": int(ranked[lb][3].sum()), "predicted": len(ranked[lb][0]), **rounded(v)} for lb, v in point["per_label"].items()},
+        "macro": rounded(point["macro"]),
+        "micro": rounded(point["micro"]),
+        "ci95": ci,
+        "settings": {"jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap, "labels_with_gold": len(point["per_label"])},
+    }

@@ -1,0 +1,80 @@
+"""segment_classification: segment targets for training, and per-token logits -> per-segment
+probabilities -> spans. Pure: no torch, no I/O.
+
+The model is a token classifier with one logit per label. A segment's logit is the mean of its
+tokens' logits; since the head is linear, that equals a linear head on the mean-pooled token states,
+so the exported graph is an ordinary token-classification graph (ONNX export, parity and the service
+work unchanged) while the decision is per segment. A segment seen by several windows takes the mean
+over windows, weighted by how many of its tokens each window holds.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+import numpy as np
+
+from toolkit.spans.overlaps import SpanLike
+
+NO_SEGMENT = -100  # special tokens and tokens outside every segment (whitespace)
+
+
+def segment_targets(segments: Sequence[tuple[int, int]], spans: Sequence[SpanLike], labels: Sequence[str], min_overlap: float) -> list[list[int]]:
+    """Multi-hot label vector per segment: a segment is positive for a label when at least `min_overlap`
+    of its characters lie inside one gold span of that label."""
+    index = {label: i for i, label in enumerate(labels)}
+    out = [[0] * len(labels) for _ in segments]
+    for s in spans:
+        if s.label not in index:
+            continue
+        for k, (a, b) in enumerate(segments):
+            if a < s.end and s.start < b and (min(b, s.end) - max(a, s.start)) >= min_overlap * (b - a):
+                out[k][index[s.label]] = 1
+    return out
+
+
+def token_segments(offsets: Sequence[tuple[int, int]], segments: Sequence[tuple[int, int]]) -> list[int]:
+    """Index of the segment holding each token (by its first character), NO_SEGMENT for special tokens."""
+    starts = [a for a, _ in segments]
+    out = []
+    for a, b in offsets:
+        k = bisect_right(starts, a) - 1
+        out.append(k if b > a and k >= 0 and a < segments[k][1] else NO_SEGMENT)
+    return out
+
+
+def segment_logits(n_segments: int, n_labels: int, token_segment_ids: Sequence[Sequence[int]], logits: Sequence[np.ndarray]) -> np.ndarray:
+    """[n_segments, n_labels] mean token logit per segment over every window of one document; NaN rows
+    for segments no token fell in."""
+    sums = np.zeros((n_segments, n_labels))
+    counts = np.zeros(n_segments)
+    for ids, window_logits in zip(token_segment_ids, logits):
+        ids = np.asarray(ids)
+        keep = ids != NO_SEGMENT
+        np.add.at(sums, ids[keep], np.asarray(window_logits, dtype=float)[: len(ids)][keep])
+        np.add.at(counts, ids[keep], 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums / counts[:, None]
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.nan_to_num(x, nan=-np.inf)))
+
+
+def merge_segments(
+    segments: Sequence[tuple[int, int]], probs: np.ndarray, labels: Sequence[str], thresholds: Sequence[float]
+) -> list[tuple[int, int, str, float]]:
+    """Consecutive segments at or above a label's threshold become one span of that label, scored by the
+    mean probability of its segments; spans sorted by (start, end, label)."""
+    out = []
+    for j, label in enumerate(labels):
+        run: list[int] = []
+        for k in range(len(segments) + 1):
+            if k < len(segments) and probs[k, j] >= thresholds[j]:
+                run.append(k)
+                continue
+            if run:
+                out.append((segments[run[0]][0], segments[run[-1]][1], label, float(np.mean(probs[run, j]))))
+                run = []
+    return sorted(out, key=lambda s: (s[0], s[1], s[2]))

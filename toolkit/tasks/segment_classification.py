@@ -1,0 +1,230 @@
+"""task: segment_classification. An encoder reads windows of whole documents and decides, per segment
+(sentence, line, enumerated item: `spans/segments.py`) and per label, whether the segment belongs to a
+clause of that label; consecutive positive segments become one span.
+
+Reads top to bottom: `SegmentClassification` prepares windows with segment targets and a token
+classifier with one logit per label; trains a segment's mean token logit with binary cross-entropy
+(positives weighted per label, or focal loss); saves; then scores the saved model on the dev documents
+with the same `SegmentClassifier` that `toolkit eval` and the service use, chooses per-label thresholds
+on dev (saved with the model), and reports the dev figures at thresholds cross-fitted over two halves
+of dev, so the figures are not scored on the documents that chose them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.config import Recipe
+from toolkit.data.records import filter_labels, load_splits
+from toolkit.data.schema import SpanRecord
+from toolkit.evaluate.metrics import score
+from toolkit.evaluate.ranking import ranking_metrics
+from toolkit.evaluate.reporting import write_predictions
+from toolkit.evaluate.thresholds import choose_thresholds, cross_fitted_thresholds
+from toolkit.infer.segmenter import DEFAULT_THRESHOLD, SegmentClassifier
+from toolkit.rundir import META_FILE, MODEL_DIR, PREDICTIONS_FILE, save_model_dir
+from toolkit.spans.label_space import LabelSpace
+from toolkit.tasks.features import FeatureReport, SegmentWindows, labels_to_learn, segment_features
+from toolkit.tasks.flow import Flow, Prepared
+from toolkit.tasks.models import build_segment_model
+from toolkit.tasks.training import parameter_counts, steps_per_epoch, training_arguments
+
+
+def positive_weights(choice: str, labels: list[str], segment_labels: list[list[list[int]]]) -> list[float] | None:
+    """'balanced': per label, negatives over positives among the training segments (capped at 100), so
+    a rare clause type weighs as much as the text around it; 'none': plain BCE."""
+    if choice != "balanced":
+        return None
+    pos = [0] * len(labels)
+    total = 0
+    for rows in segment_labels:
+        for row in rows:
+            total += 1
+            for j, v in enumerate(row):
+                pos[j] += v
+    return [min(100.0, (total - p) / p) if p else 1.0 for p in pos]
+
+
+def _collator(tokenizer):
+    import torch
+
+    # Per-window segment tables have different sizes; the transformers collators pad 1-D labels only.
+    def collate(features):
+        local = [f.pop("segment_ids") for f in features]
+        rows = [f.pop("segment_labels") for f in features]
+        batch = tokenizer.pad(features, return_tensors="pt", pad_to_multiple_of=8)
+        width = batch["input_ids"].shape[1]
+        n_labels = len(next((r[0] for r in rows if r), [0]))
+        most = max(1, max(len(r) for r in rows))
+        ids = torch.full((len(local), width), -100, dtype=torch.long)
+        labels = torch.full((len(rows), most, n_labels), -100, dtype=torch.long)
+        for i, (tok, seg) in enumerate(zip(local, rows)):
+            ids[i, : len(tok)] = torch.tensor(tok, dtype=torch.long)
+            if seg:
+                labels[i, : len(seg)] = torch.tensor(seg, dtype=torch.long)
+        batch["segment_ids"], batch["labels"] = ids, labels
+        return batch
+
+    return collate
+
+
+def _trainer_class():
+    import torch
+    from transformers import Trainer
+
+    class SegmentTrainer(Trainer):
+        """Binary cross-entropy (or focal loss) on each segment's mean token logit, per label."""
+
+        def __init__(self, *args, pos_weight=None, focal_gamma: float = 0.0, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.pos_weight = torch.tensor(pos_weight, dtype=torch.float) if pos_weight else None
+            self.focal_gamma = focal_gamma
+            self.model_accepts_loss_kwargs = False  # a per-batch mean: the Trainer scales it for accumulation
+
+        def _get_eval_sampler(self, eval_dataset):
+            # Predictions map back to documents by position: evaluation stays in order (see token_classification).
+            return torch.utils.data.SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels, local = inputs.pop("labels"), inputs.pop("segment_ids")
+            outputs = model(**inputs)
+            logits = outputs.logits.float()
+            batch, width, n_labels = logits.shape
+            most = labels.shape[1]
+            valid = local >= 0
+            # Scatter-mean of token logits into segment slots (slot `most` collects non-segment tokens).
+            slot = torch.where(valid, local, torch.full_like(local, most)) + torch.arange(batch, device=local.device)[:, None] * (most + 1)
+            sums = torch.zeros(batch * (most + 1), n_labels, device=logits.device).index_add(0, slot.view(-1), logits.view(-1, n_labels))
+            counts = torch.zeros(batch * (most + 1), device=logits.device).index_add(0, slot.view(-1), valid.view(-1).float())
+            seg_logits = (sums / counts.clamp_min(1)[:, None]).view(batch, most + 1, n_labels)[:, :most]
+            keep = (labels >= 0) & (counts.view(batch, most + 1)[:, :most] > 0)[..., None]
+            target = labels.clamp_min(0).float()
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(seg_logits, target, reduction="none")
+            if self.focal_gamma:
+                p_true = torch.exp(-loss)
+                loss = loss * (1 - p_true) ** self.focal_gamma
+            if self.pos_weight is not None:
+                loss = loss * torch.where(target > 0, self.pos_weight.to(loss.device), torch.ones_like(target))
+            loss = (loss * keep).sum() / keep.sum().clamp_min(1)
+            return (loss, outputs) if return_outputs else loss
+
+    return SegmentTrainer
+
+
+def _dataset(features: SegmentWindows):
+    from datasets import Dataset
+
+    return Dataset.from_dict(
+        {
+            "input_ids": [w.input_ids for w in features.windows],
+            "attention_mask": [[1] * len(w.input_ids) for w in features.windows],
+            "segment_ids": features.local_ids,
+            "segment_labels": features.segment_labels,
+        }
+    )
+
+
+@dataclass
+class SegmentPrepared(Prepared):
+    labels: list[str]
+    dev_records: list[SpanRecord]
+    train: SegmentWindows
+    dev: SegmentWindows
+    train_report: FeatureReport
+    dev_report: FeatureReport
+
+
+class SegmentClassification(Flow):
+    def prepare(self, recipe: Recipe) -> SegmentPrepared:
+        """Data, labels, model and segment features: everything before training."""
+        train_records, dev_records = load_splits(recipe)
+        labels = labels_to_learn(recipe, train_records)
+        dev_records = filter_labels(dev_records, labels)
+        m, s = recipe.model, recipe.segments
+        model, tokenizer = build_segment_model(m, labels)
+        train, _, train_report = segment_features(
+            tokenizer, train_records, labels, m.max_length, m.stride, s.min_overlap, recipe.windows.negative_ratio, recipe.seed
+        )
+        dev, _, dev_report = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
+        plan = {
+            "labels": labels,
+            "train": train_report.to_dict(),
+            "dev": dev_report.to_dict(),
+            "steps_per_epoch": steps_per_epoch(len(train.windows), recipe),
+            **parameter_counts(model),
+        }
+        return SegmentPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train, dev, train_report, dev_report)
+
+    def trainer(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared):
+        from transformers import EarlyStoppingCallback
+
+        texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
+        scorer = SegmentClassifier(None, p.tokenizer, self._meta(recipe, p))  # decoding only: the Trainer runs the model
+
+        def compute_metrics(pred) -> dict:
+            logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+            windows = p.dev.windows
+            spans = scorer.decode(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)])
+            summary = score(texts, golds, spans, bootstrap=0)["summary"]
+            return {k: summary[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")}
+
+        t, s = recipe.train, recipe.segments
+        return _trainer_class()(
+            model=p.model,
+            # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
+            args=training_arguments(recipe, run_dir, metric="jaccard_f1", remove_unused_columns=False),
+            train_dataset=_dataset(p.train),
+            eval_dataset=_dataset(p.dev),
+            data_collator=_collator(p.tokenizer),
+            compute_metrics=compute_metrics,
+            callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
+            pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
+            focal_gamma=s.focal_gamma,
+        )
+
+    def _meta(self, recipe: Recipe, p: SegmentPrepared) -> dict:
+        return {
+            "task": "segment_classification",
+            # multi_label: labels are decided independently and their spans may overlap.
+            **LabelSpace(tuple(p.labels), multi_label=True).to_meta(),
+            "max_length": recipe.model.max_length,
+            "stride": recipe.model.stride,
+            "min_overlap": recipe.segments.min_overlap,
+            "candidate_threshold": recipe.segments.candidate_threshold,
+            "thresholds": None,
+        }
+
+    def save(self, recipe: Recipe, p: SegmentPrepared, model, directory: Path) -> None:
+        """A model directory loadable by `SegmentClassifier.load` and exportable; thresholds are added by `evaluate`."""
+        save_model_dir(model, p.tokenizer, directory, self._meta(recipe, p))
+
+    def evaluate(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared, trainer) -> tuple[dict, dict]:
+        classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
+        texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
+        fixed = classifier.predict(texts, recipe.train.eval_batch_size)
+        segments, probs = classifier.last_segments, classifier.last_probabilities
+        if recipe.segments.thresholds == "tuned":
+            thresholds = choose_thresholds(texts, golds, segments, probs, p.labels, DEFAULT_THRESHOLD)
+            crossed = classifier.spans_at(texts, cross_fitted_thresholds(texts, golds, segments, probs, p.labels, DEFAULT_THRESHOLD))
+        else:
+            thresholds, crossed = [DEFAULT_THRESHOLD] * len(p.labels), fixed
+        # The thresholds travel with the model: eval, export and the service apply them.
+        meta_path = run_dir / MODEL_DIR / META_FILE
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta["thresholds"] = thresholds
+        meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        e = recipe.eval
+        metrics = score(texts, golds, crossed, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, recipe.seed)
+        metrics["ranking"] = ranking_metrics(texts, golds, classifier.candidates(texts), p.labels, e.jaccard_threshold, e.bootstrap, recipe.seed)
+        metrics["at_default_threshold"] = score(texts, golds, fixed, e.boundary_tolerance, e.jaccard_threshold, 0, recipe.seed)["summary"]
+        metrics["thresholds"] = dict(zip(p.labels, thresholds))
+        write_predictions(run_dir / PREDICTIONS_FILE, p.dev_records, crossed)
+        return metrics, {
+            "eval_seconds": round(classifier.last_report["seconds"], 1),
+            "best_checkpoint_dev_jaccard_f1": trainer.state.best_metric,
+            "dev_thresholds": "cross-fitted over two halves of dev" if recipe.segments.thresholds == "tuned" else f"fixed at {DEFAULT_THRESHOLD}",
+            "spans_not_representable_train": p.train_report.spans_not_representable,
+            "spans_not_representable_dev": p.dev_report.spans_not_representable,
+        }
