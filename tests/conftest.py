@@ -86,3 +86,27 @@ def tiny_mlm_artifact(tiny_mlm_run, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny_mlm_artifact") / "fp32"
     export_run(tiny_mlm_run, out, precision="fp32", parity_docs=5)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_segment_run(tiny_bert, tmp_path_factory):
+    """A tiny segment model fitted to six contract sample documents (scored on them: a few seconds)."""
+    from toolkit.config import load_recipe
+    from toolkit.tasks import run_recipe
+
+    out = tmp_path_factory.mktemp("segments")
+    overrides = [
+        f"model.name={tiny_bert}",
+        f"output_dir={out}",
+        "data.max_train_docs=6",
+        "data.dev=sample:contracts_train",
+        "data.max_dev_docs=6",
+        "train.epochs=30",
+        "train.learning_rate=3e-3",
+        "train.batch_size=6",
+        "train.warmup_ratio=0",
+        "eval.bootstrap=0",
+    ]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    result = run_recipe(recipe, out / "demo_segments_mlm")
+    return result

@@ -75,3 +75,12 @@ def test_cli_json_output_lists_every_problem(tmp_path):
     report = json.loads(proc.stdout)
     assert report["problems"]["errors"] == 150 and len(report["problems"]["items"]) == 150
     assert report["files"][0]["spans_rejected"] == 150
+
+
+def test_check_reports_the_segment_ceiling_per_label():
+    report = run_check([SAMPLE_FILES["contracts"][0]]).report
+    ceiling = report["segment_ceiling"]
+    # The sample's clauses are whole sentences; its party names are phrases inside one.
+    assert ceiling["Governing Law"]["both_ends"] == 1.0 and ceiling["Payment Terms"]["jaccard_05"] == 1.0
+    assert ceiling["Parties"]["both_ends"] < 0.1
+    assert ceiling["__all__"]["spans"] == report["spans"]

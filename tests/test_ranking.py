@@ -61,3 +61,20 @@ def test_macro_averages_labels_with_gold_and_micro_pools_one_ranking():
     # A label with predictions but no gold clause is left out of the macro average.
     extra = [[*preds[0], _pred("delta epsilon zeta", "C", 0.99)], preds[1]]
     assert ranking_metrics([TEXT, TEXT], golds, extra, bootstrap=0)["macro"]["aupr"] == pytest.approx(0.75)
+
+
+def test_a_threshold_sweep_traces_the_curve_of_a_segment_model():
+    from toolkit.evaluate.ranking import sweep_metrics
+    from toolkit.evaluate.thresholds import choose_from_counts, threshold_counts
+    from toolkit.spans.segments import segment_text
+
+    segments = [segment_text(TEXT)]  # the four sentences of TEXT
+    golds = [[_span("alpha beta gamma", "A"), _span("eta theta iota", "A")]]
+    # Sentences 1 and 3 are clauses; sentence 2 scores between them, sentence 4 low.
+    probs = [np.array([[0.9], [0.6], [0.8], [0.1]])]
+    counts = threshold_counts([TEXT], golds, segments, probs, ["A"], grid=(0.5, 0.7, 0.95))
+    # At 0.5 three sentences merge into one span (no match); at 0.7 two clean spans; at 0.95 none.
+    assert counts[0, :, 0, :].tolist() == [[0, 1, 2], [2, 2, 2], [0, 0, 2]]
+    assert choose_from_counts(counts, grid=(0.5, 0.7, 0.95)) == [0.7]
+    m = sweep_metrics(counts, ["A"], bootstrap=0)
+    assert m["per_label"]["A"]["aupr"] == pytest.approx(1.0) and m["per_label"]["A"]["precision_at_90_recall"] == 1.0

@@ -35,35 +35,12 @@ def test_consecutive_positive_segments_merge_into_one_span():
     assert merge_segments(SEGMENTS, probs, ["A", "B"], [0.95, 0.95]) == []
 
 
-@pytest.fixture(scope="module")
-def tiny_segment_run(tiny_bert, tmp_path_factory):
-    from toolkit.config import load_recipe
-    from toolkit.tasks import run_recipe
-
-    out = tmp_path_factory.mktemp("segments")
-    overrides = [
-        f"model.name={tiny_bert}",
-        f"output_dir={out}",
-        "data.max_train_docs=6",
-        "data.dev=sample:contracts_train",
-        "data.max_dev_docs=6",
-        "train.epochs=30",
-        "train.learning_rate=3e-3",
-        "train.batch_size=6",
-        "train.warmup_ratio=0",
-        "eval.bootstrap=0",
-    ]
-    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
-    result = run_recipe(recipe, out / "demo_segments_mlm")
-    return result
-
-
 def test_a_tiny_segment_model_learns_the_sample_clauses_and_saves_its_thresholds(tiny_segment_run):
     metrics = tiny_segment_run.metrics
     # Sentence-sized clauses are learned; names of parties are phrases inside a sentence, which no
     # segment carries: they are counted as not representable, never dropped silently.
     for label in ("Payment Terms", "Governing Law", "Confidentiality"):
-        assert metrics["per_label"][label]["jaccard_f1"] >= 0.8, (label, metrics["per_label"][label])
+        assert metrics["per_label"][label]["jaccard_f1"] >= 0.7, (label, metrics["per_label"][label])  # thresholds cross-fitted on 3 documents
     assert metrics["per_label"]["Parties"]["predicted"] == 0 and tiny_segment_run.run["spans_not_representable_train"] >= 12
     meta = json.loads((tiny_segment_run.run_dir / "model" / "toolkit.json").read_text())
     assert meta["task"] == "segment_classification" and len(meta["thresholds"]) == len(meta["labels"])
@@ -95,3 +72,56 @@ def test_eval_and_export_of_a_segment_run_apply_the_saved_thresholds(tiny_segmen
         return [[(s.start, s.end, s.label) for s in doc] for doc in spans]
 
     assert extents(exported.predict(texts)) == extents(predictor.predict(texts))
+
+
+def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.deploy.export import export_run
+    from toolkit.errors import ToolkitError
+    from toolkit.evaluate.evaluation import evaluate_run
+    from toolkit.infer import load_predictor
+    from toolkit.tasks import plan_recipe, run_recipe
+
+    overrides = ["model.name=linear", f"output_dir={tmp_path}", "data.dev=sample:contracts_train", "eval.bootstrap=0"]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    assert plan_recipe(recipe)["classifier"] == "linear"
+    result = run_recipe(recipe, tmp_path / "linear")
+    meta = json.loads((result.run_dir / "model" / "toolkit.json").read_text())
+    assert meta["classifier"] == "linear" and len(meta["thresholds"]) == len(meta["labels"])
+    # Sentence clauses of the sample are easy for bag-of-words on the documents it was fitted on.
+    assert result.metrics["per_label"]["Governing Law"]["jaccard_f1"] >= 0.8
+    assert "aupr" in result.metrics["ranking"]["macro"] and result.run["train_seconds"] < 60
+    assert result.run["labels_without_positive_segments"] == ["Notice Period"]  # a phrase inside the termination sentence
+    predictor = load_predictor(result.run_dir)
+    assert type(predictor).__name__ == "LinearSegmentClassifier" and predictor.thresholds == meta["thresholds"]
+    metrics, _ = evaluate_run(result.run_dir, "sample:contracts_dev", tmp_path / "eval", bootstrap=0)
+    assert metrics["counts"]["documents"] == 16 and "ranking" in metrics
+    with pytest.raises(ToolkitError, match="linear segment baseline"):
+        export_run(result.run_dir, tmp_path / "art")
+
+
+def test_linear_is_a_segment_model_only():
+    from toolkit.config import load_recipe
+    from toolkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model.name=linear"):
+        load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["model.name=linear"])
+
+
+def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tiny_segment_run, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(tiny_segment_run.run_dir, run_dir)
+    meta_path = run_dir / "model" / "toolkit.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "thresholds": [0.5] * len(meta["labels"])}))
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "tune", str(run_dir)], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(meta_path.read_text())["thresholds"] == meta["thresholds"]  # the same dev documents choose the same
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["run"]["train_seconds"] == tiny_segment_run.run["train_seconds"] and metrics["ranking"]["settings"]["curve"] == "threshold sweep"
+    bad = subprocess.run([sys.executable, "-m", "toolkit", "tune", str(REPO / "recipes")], capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr

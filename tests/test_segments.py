@@ -43,6 +43,8 @@ def test_segments_are_stripped_ordered_and_index_the_text():
     assert all(CONTRACT[a:b] == CONTRACT[a:b].strip() for a, b in segments)
     assert all(b1 <= a2 for (_, b1), (a2, _) in zip(segments, segments[1:]))
     assert segment_text("") == [] and segment_text("  \n\n ") == []
+    initials = "Signed by John A. Smith. See Schedule A. Then more."
+    assert _pieces(initials) == ["Signed by John A. Smith.", "See Schedule A.", "Then more."]
     prose = "No split in 3.5 percent or No. 4 here"
     assert segment_text(prose) == [(0, len(prose))]
 

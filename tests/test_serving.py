@@ -127,9 +127,10 @@ def test_every_error_is_json(server):
     assert status == 404 and "error" in json.loads(raw)
 
 
-def _sustained_load(server, headers: dict) -> None:
-    """320 requests from 32 closed-loop clients: no errors, every answer equal to the same document sent alone."""
-    texts = [r.text for r in load_records("sample:clinical_dev")]
+def _sustained_load(server, headers: dict, data: str = "sample:clinical_dev") -> dict:
+    """320 requests from 32 closed-loop clients: no errors, every answer equal to the same document sent alone.
+    Returns the single-request answers."""
+    texts = [r.text for r in load_records(data)]
     single = {t: server.post("/extract", {"text": t}, headers=headers)[1]["spans"] for t in texts}
 
     def client(k: int) -> list[tuple[int, bool]]:
@@ -145,6 +146,7 @@ def _sustained_load(server, headers: dict) -> None:
     assert len(results) == 320
     assert [s for s, _ in results].count(200) == 320, f"errors: {[s for s, _ in results if s != 200]}"
     assert all(same for _, same in results)
+    return single
 
 
 @pytest.mark.slow
@@ -164,6 +166,20 @@ def test_a_pytorch_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
         status, info = server.get("/info")
         assert status == 200 and json.loads(info)["runtime"] == "pytorch"
         _sustained_load(server, {})
+
+
+@pytest.mark.slow
+def test_a_segment_model_artifact_under_sustained_load(tiny_segment_run, tmp_path):
+    """The segment task's artifact (its saved thresholds applied) answers under load as alone."""
+    from toolkit.deploy.export import export_run
+
+    artifact = tmp_path / "segments"
+    export_run(tiny_segment_run.run_dir, artifact, parity_docs=4)
+    with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
+        status, info = server.get("/info")
+        assert status == 200 and json.loads(info)["task"] == "segment_classification"
+        single = _sustained_load(server, {}, "sample:contracts_dev")
+        assert any(single.values()), "the tiny segment model finds clauses in the contract sample"
 
 
 @pytest.mark.slow

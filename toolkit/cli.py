@@ -154,7 +154,11 @@ def run(
         return
     console.print(flow_for(cfg.task).summary(cfg, result))
     run_info = result.run
-    console.print(f"train {run_info['train_seconds']} s, {run_info['train_tokens_per_second']} tokens/s, peak RSS {run_info['peak_rss_mib']} MiB")
+    # The linear segment baseline reports neither tokens/s nor memory: it has no Trainer.
+    figures = [f"train {run_info['train_seconds']} s"]
+    figures += [f"{run_info['train_tokens_per_second']} tokens/s"] if "train_tokens_per_second" in run_info else []
+    figures += [f"peak RSS {run_info['peak_rss_mib']} MiB"] if "peak_rss_mib" in run_info else []
+    console.print(", ".join(figures))
 
 
 @app.command("eval")
@@ -194,6 +198,21 @@ def compare_(
         table.add_row(*r)
     console.print(table)
     console.print(f"wrote {out}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
+
+
+@app.command()
+def tune(
+    run_path: Annotated[Path, typer.Argument(metavar="RUN", help="A finished segment_classification run directory.")],
+    data: Annotated[str | None, typer.Option(help="Labeled documents to choose the thresholds on (default: the run's dev file).")] = None,
+) -> None:
+    """Choose a segment run's per-label thresholds again (saved with its model) and rescore it."""
+    from toolkit.rundir import open_run
+    from toolkit.tasks import flow_for
+
+    flow = flow_for("segment_classification")
+    result = flow.retune(run_path, data)
+    console.print("thresholds: " + ", ".join(f"{label} {t}" for label, t in result.metrics["thresholds"].items()))
+    console.print(flow.summary(open_run(run_path).recipe, result))
 
 
 @app.command("export")

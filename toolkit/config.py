@@ -58,7 +58,8 @@ class LoraConfigModel(_Strict):
 class ModelConfig(_Strict):
     name: str = Field(
         default="default",
-        description="Hub id or local path; 'default' is the offline MiniLM encoder (token_classification) or SmolLM2-135M-Instruct (span_generation).",
+        description="Hub id or local path; 'default' is the offline MiniLM encoder (token_classification) or SmolLM2-135M-Instruct (span_generation); "
+        "'linear' (segment_classification only) is the TF-IDF + logistic-regression baseline.",
     )
     max_length: int = Field(
         default=256,
@@ -116,7 +117,6 @@ class SegmentsConfig(_Strict):
     thresholds: Literal["tuned", "fixed"] = Field(
         default="tuned", description="tuned: per-label thresholds chosen on dev and saved with the model; fixed: 0.5 for every label."
     )
-    candidate_threshold: float = Field(default=0.05, gt=0, lt=1, description="Spans proposed down to this probability feed AUPR and precision at recall.")
 
 
 class GenerationConfig(_Strict):
@@ -217,6 +217,8 @@ class Recipe(_Strict):
                 raise ValueError("model.multi_label and model.label_all_subtokens apply to token_classification only")
             if self.train.class_weights != "none":
                 raise ValueError("train.class_weights applies to token_classification only")
+        if self.model.name == "linear" and self.task != "segment_classification":
+            raise ValueError("model.name=linear is the segment task's bag-of-words baseline: it needs task segment_classification")
         if self.model.quantization == "4bit" and not (self.task == "span_generation" and self.model.lora.enabled):
             raise ValueError("model.quantization=4bit is QLoRA: it needs task span_generation with model.lora.enabled")
         return self

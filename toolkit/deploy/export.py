@@ -275,6 +275,10 @@ def export_run(
     out = Path(out)
     run = open_run(run_path)  # resolved once: model folder, toolkit.json, config.yaml
     meta, task = run.meta, run.task
+    if meta.get("classifier") == "linear":
+        raise ToolkitError(
+            f"{run.path} is the linear segment baseline: it is a yardstick, not exported", fix="export an encoder run (model.name: default or a hub id)"
+        )
     if out.exists() and not overwrite:
         raise ToolkitError(f"{out} already exists", fix="pass --overwrite, or choose another --out")
     hardware = describe()

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from toolkit.data.records import resolve_data_path
 from toolkit.evaluate.metrics import score
-from toolkit.evaluate.ranking import ranking_metrics
+from toolkit.evaluate.ranking import ranking_metrics, sweep_metrics
 from toolkit.evaluate.reporting import write_metrics, write_predictions
+from toolkit.evaluate.thresholds import threshold_counts
 from toolkit.infer import load_predictor, predict_with_report
+from toolkit.infer.segmenter import SegmentDecisions
 from toolkit.rundir import PREDICTIONS_FILE, open_run, records_for
 
 
@@ -23,9 +25,12 @@ def evaluate_run(path: Path, data: str, out: Path | None = None, bootstrap: int 
     predictions, unlocated, timing = predict_with_report(predictor, [r.text for r in records])
     texts, golds = [r.text for r in records], [r.spans for r in records]
     metrics = score(texts, golds, predictions, tolerances or [1, 3], 0.5, bootstrap, 0, unlocated)
-    # Ranking metrics over span scores: a segment model proposes candidates below its decision thresholds.
-    proposals = predictor.candidates(texts) if hasattr(predictor, "candidates") else predictions
-    metrics["ranking"] = ranking_metrics(texts, golds, proposals, run.labels, 0.5, bootstrap, 0)
+    if isinstance(predictor, SegmentDecisions):
+        # A segment model's curve: its decisions at every threshold of the grid.
+        counts = threshold_counts(texts, golds, predictor.last_segments, predictor.last_probabilities, run.labels)
+        metrics["ranking"] = sweep_metrics(counts, run.labels, bootstrap, 0)
+    else:
+        metrics["ranking"] = ranking_metrics(texts, golds, predictions, run.labels, 0.5, bootstrap, 0)
     out = out or Path(path) / "eval" / resolve_data_path(data).stem
     extra = {
         "data": str(data),

@@ -13,8 +13,9 @@ probability, a segment model's mean segment probability): spans are ranked by sc
 matched, highest score first, to an unmatched same-label gold clause of its document at word Jaccard
 >= 0.5. Curves are given per label and pooled over labels (`micro`, the paper's single curve); the
 macro figure averages labels that have gold clauses. A system's figures only reflect the spans it
-proposes, so it should propose low-scoring candidates too (a segment model evaluates with its
-candidate threshold, not only its decision thresholds).
+proposes, so a tagger's curve stops at its recall. A segment model's spans change with the threshold
+(consecutive segments merge), so its curve is traced by deciding at every threshold of a grid instead
+(`sweep_metrics`): each point is a real operating point of the model.
 """
 
 from __future__ import annotations
@@ -144,4 +145,60 @@ def ranking_metrics(
         "micro": rounded(point["micro"]),
         "ci95": ci,
         "settings": {"jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap, "labels_with_gold": len(point["per_label"])},
+    }
+
+
+def _sweep_figures(counts: np.ndarray) -> dict:
+    """Figures of one curve traced by thresholds: counts [thresholds, 3] of (matched, predicted, gold)."""
+    tp, n_pred, n_gold = counts[:, 0].astype(float), counts[:, 1].astype(float), counts[:, 2].astype(float)
+    precision = np.where(n_pred > 0, tp / np.maximum(n_pred, 1), 1.0)
+    recall = np.where(n_gold > 0, tp / np.maximum(n_gold, 1), 0.0)
+    order = np.lexsort((-precision, recall))  # recall ascending, the best precision first at equal recall
+    precision, recall = precision[order], recall[order]
+    out = {"aupr": aupr(precision, recall)}
+    for r in RECALL_POINTS:
+        out[f"precision_at_{int(r * 100)}_recall"] = precision_at_recall(precision, recall, r)
+    out["max_recall"] = float(recall.max()) if len(recall) else 0.0
+    return out
+
+
+def sweep_metrics(counts: np.ndarray, labels: Sequence[str], bootstrap: int = 1000, seed: int = 0, jaccard_threshold: float = 0.5) -> dict:
+    """The ranking metrics of a segment model, from `evaluate.thresholds.threshold_counts` ([labels,
+    thresholds, documents, 3]): each label's curve is traced by deciding at every threshold of the grid,
+    since its spans change with the threshold. Same keys as `ranking_metrics`."""
+    n_docs = counts.shape[2]
+
+    def evaluate(doc_weights: np.ndarray) -> dict:
+        weighted = (counts * doc_weights[None, None, :, None]).sum(axis=2)  # [labels, thresholds, 3]
+        per_label = {lb: _sweep_figures(weighted[j]) for j, lb in enumerate(labels) if weighted[j, 0, 2] > 0}
+        keys = ["aupr", *[f"precision_at_{int(r * 100)}_recall" for r in RECALL_POINTS]]
+        macro = {k: float(np.mean([v[k] for v in per_label.values()])) for k in keys} if per_label else {}
+        micro = _sweep_figures(weighted.sum(axis=0)) if per_label else {}
+        return {"per_label": per_label, "macro": macro, "micro": micro}
+
+    point = evaluate(np.ones(n_docs))
+    ci: dict[str, list[float]] = {}
+    if bootstrap and n_docs:
+        rng = np.random.default_rng(seed)
+        samples: dict[str, list[float]] = {}
+        for _ in range(bootstrap):
+            result = evaluate(np.bincount(rng.integers(0, n_docs, n_docs), minlength=n_docs).astype(float))
+            for scope in ("macro", "micro"):
+                for k, v in result[scope].items():
+                    samples.setdefault(f"{scope}_{k}", []).append(v)
+        ci = {k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in samples.items()}
+    totals = counts.sum(axis=2)
+    return {
+        "per_label": {
+            lb: {
+                "support": int(totals[labels.index(lb), 0, 2]),
+                "predicted": int(totals[labels.index(lb), :, 1].max()),
+                **{k: round(x, 4) for k, x in v.items()},
+            }
+            for lb, v in point["per_label"].items()
+        },
+        "macro": {k: round(v, 4) for k, v in point["macro"].items()},
+        "micro": {k: round(v, 4) for k, v in point["micro"].items()},
+        "ci95": ci,
+        "settings": {"jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap, "labels_with_gold": len(point["per_label"]), "curve": "threshold sweep"},
     }

@@ -1,10 +1,15 @@
-"""Per-label decision thresholds for segment models, chosen on dev documents. Pure (no torch, no I/O).
+"""Per-label decision thresholds for segment models, and their precision-recall curves over thresholds.
+Pure (no torch, no I/O).
 
 A label's threshold is the one of THRESHOLD_GRID that maximises its Jaccard F1 (CUAD's matching: word
 Jaccard >= 0.5, one-to-one) on the documents given. Thresholds chosen on a set and scored on the same
 set flatter the model, so `cross_fitted_thresholds` also gives each document thresholds chosen on the
 other fold: scoring those predictions is an honest estimate of what the saved thresholds will do on
 new documents.
+
+A segment model's spans change with the threshold (consecutive segments merge), so its precision-recall
+curve is traced by deciding at every threshold of the grid rather than by ranking one set of spans
+(`threshold_counts`, read by `evaluate.ranking.sweep_metrics`).
 """
 
 from __future__ import annotations
@@ -15,17 +20,23 @@ import numpy as np
 
 from toolkit.evaluate.metrics import jaccard, word_set
 from toolkit.spans.overlaps import SpanLike
-from toolkit.spans.segment_decoding import merge_segments
 
-THRESHOLD_GRID = tuple(round(float(x), 2) for x in np.arange(0.05, 0.96, 0.05))
+# Balanced positive weights push probabilities up, so the grid is fine near 1.
+THRESHOLD_GRID = tuple(round(float(x), 3) for x in [*np.arange(0.05, 0.9, 0.05), 0.9, 0.925, 0.95, 0.96, 0.97, 0.98, 0.99, 0.995, 0.999])
 
 
-def _matches(text: str, gold: Sequence[SpanLike], pred: Sequence[tuple[int, int, str, float]], threshold: float = 0.5) -> int:
-    """One-to-one matches at word Jaccard >= threshold (greedy, best Jaccard first); one label's spans."""
-    gsets = [word_set(text[g.start : g.end]) for g in gold]
-    pairs = sorted(
-        ((j, i, k) for k, p in enumerate(pred) for i, g in enumerate(gsets) if (j := jaccard(g, word_set(text[p[0] : p[1]]))) >= threshold), reverse=True
-    )
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) indices of each run of True."""
+    if not mask.any():
+        return []
+    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
+
+
+def _matches(gsets: list[set[str]], psets: list[set[str]], threshold: float = 0.5) -> int:
+    """One-to-one matches at word Jaccard >= threshold (greedy, best Jaccard first)."""
+    pairs = sorted(((j, i, k) for k, p in enumerate(psets) for i, g in enumerate(gsets) if (j := jaccard(g, p)) >= threshold), reverse=True)
     used_g, used_p = set(), set()
     for _, i, k in pairs:
         if i not in used_g and k not in used_p:
@@ -34,45 +45,63 @@ def _matches(text: str, gold: Sequence[SpanLike], pred: Sequence[tuple[int, int,
     return len(used_g)
 
 
-def label_f1_by_threshold(texts, golds, segments, probs, label_index: int, label: str) -> dict[float, tuple[int, int, int]]:
-    """threshold -> (matched, predicted, gold) of one label over the documents."""
-    out = {}
-    for t in THRESHOLD_GRID:
-        tp = n_pred = n_gold = 0
-        for text, gold, segs, p in zip(texts, golds, segments, probs):
-            spans = merge_segments(segs, p[:, [label_index]], [label], [t])
-            gold_l = [g for g in gold if g.label == label]
-            tp += _matches(text, gold_l, spans)
-            n_pred += len(spans)
-            n_gold += len(gold_l)
-        out[t] = (tp, n_pred, n_gold)
+def threshold_counts(
+    texts: Sequence[str],
+    golds: Sequence[Sequence[SpanLike]],
+    segments: Sequence[Sequence[tuple[int, int]]],
+    probs: Sequence[np.ndarray],
+    labels: Sequence[str],
+    grid: Sequence[float] = THRESHOLD_GRID,
+) -> np.ndarray:
+    """[labels, thresholds, documents, 3]: (matched, predicted, gold) of each label's spans at each threshold."""
+    out = np.zeros((len(labels), len(grid), len(texts), 3), dtype=np.int64)
+    for d, (text, gold, segs, p) in enumerate(zip(texts, golds, segments, probs)):
+        cache: dict[tuple[int, int], set[str]] = {}
+        for j, label in enumerate(labels):
+            gsets = [word_set(text[g.start : g.end]) for g in gold if g.label == label]
+            for t_index, t in enumerate(grid):
+                runs = _runs(p[:, j] >= t) if len(segs) else []
+                psets = [cache.setdefault(r, word_set(text[segs[r[0]][0] : segs[r[1]][1]])) for r in runs]
+                out[j, t_index, d] = (_matches(gsets, psets) if runs and gsets else 0, len(runs), len(gsets))
     return out
 
 
-def _f1(tp: int, n_pred: int, n_gold: int) -> float:
-    return 2 * tp / (n_pred + n_gold) if n_pred + n_gold else 0.0
+def _f1(counts: np.ndarray) -> np.ndarray:
+    tp, n_pred, n_gold = counts[..., 0], counts[..., 1], counts[..., 2]
+    return np.where(n_pred + n_gold > 0, 2 * tp / np.maximum(n_pred + n_gold, 1), 0.0)
 
 
-def choose_thresholds(texts, golds, segments, probs, labels: Sequence[str], default: float = 0.5) -> list[float]:
-    """The best grid threshold per label on these documents; `default` for labels without gold spans here."""
+def choose_from_counts(counts: np.ndarray, default: float = 0.5, grid: Sequence[float] = THRESHOLD_GRID) -> list[float]:
+    """The best grid threshold per label from `threshold_counts` summed over the documents given;
+    ties go to the higher threshold (fewer, surer spans for a reviewer); `default` without gold spans."""
+    totals = counts.sum(axis=2)  # [labels, thresholds, 3]
     chosen = []
-    for j, label in enumerate(labels):
-        table = label_f1_by_threshold(texts, golds, segments, probs, j, label)
-        if not any(n_gold for _, _, n_gold in table.values()):
+    for j in range(totals.shape[0]):
+        if not totals[j, :, 2].any():
             chosen.append(default)
             continue
-        # Ties go to the higher threshold: fewer, surer spans for a reviewer.
-        chosen.append(float(max(THRESHOLD_GRID, key=lambda t: (_f1(*table[t]), t))))
+        f1 = _f1(totals[j])
+        best = max(range(len(grid)), key=lambda i: (f1[i], grid[i]))
+        chosen.append(float(grid[best]))
     return chosen
 
 
-def cross_fitted_thresholds(texts, golds, segments, probs, labels: Sequence[str], default: float = 0.5) -> list[list[float]]:
+def choose_thresholds(texts, golds, segments, probs, labels: Sequence[str], default: float = 0.5) -> list[float]:
+    """The best grid threshold per label on these documents."""
+    return choose_from_counts(threshold_counts(texts, golds, segments, probs, labels), default)
+
+
+def cross_fitted_from_counts(counts: np.ndarray, default: float = 0.5) -> list[list[float]]:
     """Per document, the thresholds chosen on the other fold (documents split by even and odd position)."""
-    folds = [list(range(0, len(texts), 2)), list(range(1, len(texts), 2))]
-    per_doc: list[list[float]] = [[] for _ in texts]
+    n_docs = counts.shape[2]
+    folds = [list(range(0, n_docs, 2)), list(range(1, n_docs, 2))]
+    per_doc: list[list[float]] = [[] for _ in range(n_docs)]
     for fold, other in ((0, 1), (1, 0)):
-        idx = folds[other]
-        chosen = choose_thresholds([texts[i] for i in idx], [golds[i] for i in idx], [segments[i] for i in idx], [probs[i] for i in idx], labels, default)
+        chosen = choose_from_counts(counts[:, :, folds[other]], default)
         for i in folds[fold]:
             per_doc[i] = chosen
     return per_doc
+
+
+def cross_fitted_thresholds(texts, golds, segments, probs, labels: Sequence[str], default: float = 0.5) -> list[list[float]]:
+    return cross_fitted_from_counts(threshold_counts(texts, golds, segments, probs, labels), default)

@@ -17,12 +17,14 @@ from toolkit.rundir import Run, open_run
 PREDICTORS = {
     "token_classification": ("toolkit.infer.tagger", "Tagger"),
     "segment_classification": ("toolkit.infer.segmenter", "SegmentClassifier"),
+    # The segment task's bag-of-words baseline (toolkit.json "classifier": "linear").
+    "segment_classification/linear": ("toolkit.infer.linear", "LinearSegmentClassifier"),
     "span_generation": ("toolkit.infer.generator", "SpanGenerator"),
 }
 
 
 def load_predictor(run: Run | Path | str):
-    """A trained run (or artifact) as its predictor: Tagger or SpanGenerator."""
+    """A trained run (or artifact) as its predictor: Tagger, SegmentClassifier, LinearSegmentClassifier or SpanGenerator."""
     import importlib
 
     run = run if isinstance(run, Run) else open_run(run)
@@ -31,7 +33,8 @@ def load_predictor(run: Run | Path | str):
             f"{run.path} is a domain-adapted base model ({run.task}): it extracts nothing by itself",
             fix=f"fine-tune it: set model.name: {run.model_dir} in a token_classification or span_generation recipe",
         )
-    module, name = PREDICTORS[run.task]
+    kind = f"{run.task}/{run.meta['classifier']}" if run.meta.get("classifier") else run.task
+    module, name = PREDICTORS[kind]
     return getattr(importlib.import_module(module), name).load(run)
 
 

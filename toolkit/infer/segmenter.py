@@ -22,17 +22,31 @@ from toolkit.spans.windows import Window
 DEFAULT_THRESHOLD = 0.5
 
 
-class SegmentClassifier(Tagger):
+class SegmentDecisions:
+    """Per-label thresholds over segment probabilities, shared by every segment model (the encoder and
+    the linear baseline): the last predicted documents' spans at any thresholds."""
+
+    def init_decisions(self, meta: dict) -> None:
+        self.labels = list(meta["labels"])
+        self.thresholds = list(meta.get("thresholds") or [DEFAULT_THRESHOLD] * len(self.labels))
+        self.last_segments: list[list[tuple[int, int]]] = []
+        self.last_probabilities: list[np.ndarray] = []
+
+    def spans_at(self, texts: Sequence[str], thresholds: Sequence[float] | Sequence[Sequence[float]]) -> list[list[PredictedSpan]]:
+        """Spans of the last predicted documents at other thresholds (one list for all, or one per document)."""
+        per_doc = thresholds if thresholds and isinstance(thresholds[0], (list, tuple)) else [thresholds] * len(texts)
+        return [
+            [PredictedSpan(a, b, label, score) for a, b, label, score in merge_segments(segs, p, self.labels, t)]
+            for segs, p, t in zip(self.last_segments, self.last_probabilities, per_doc)
+        ]
+
+
+class SegmentClassifier(SegmentDecisions, Tagger):
     """A trained segment model: per-label probabilities of each segment, merged into spans."""
 
     def __init__(self, model, tokenizer, meta: dict, device: str = "cpu"):
-        super().__init__(model, tokenizer, meta, device)
-        self.labels = list(meta["labels"])
-        self.thresholds = list(meta.get("thresholds") or [DEFAULT_THRESHOLD] * len(self.labels))
-        # Spans proposed down to this probability feed the ranking metrics (AUPR, precision at recall).
-        self.candidate_threshold = float(meta.get("candidate_threshold", 0.05))
-        self.last_segments: list[list[tuple[int, int]]] = []
-        self.last_probabilities: list[np.ndarray] = []
+        Tagger.__init__(self, model, tokenizer, meta, device)
+        self.init_decisions(meta)
 
     def probabilities(self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]) -> tuple[list, list[np.ndarray]]:
         """(segments, [segments x labels] probabilities) per document."""
@@ -44,21 +58,9 @@ class SegmentClassifier(Tagger):
         probs = [sigmoid(segment_logits(len(segs), len(self.labels), ids, lg)) for segs, (ids, lg) in zip(segments, by_doc)]
         return segments, probs
 
-    def spans_at(self, texts: Sequence[str], thresholds: Sequence[float] | Sequence[Sequence[float]]) -> list[list[PredictedSpan]]:
-        """Spans of the last predicted documents at other thresholds (one list for all, or one per document)."""
-        per_doc = thresholds if thresholds and isinstance(thresholds[0], (list, tuple)) else [thresholds] * len(texts)
-        return [
-            [PredictedSpan(a, b, label, score) for a, b, label, score in merge_segments(segs, p, self.labels, t)]
-            for segs, p, t in zip(self.last_segments, self.last_probabilities, per_doc)
-        ]
-
     def decode(self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]) -> list[list[PredictedSpan]]:
         self.last_segments, self.last_probabilities = self.probabilities(texts, windows, logits)
         return self.spans_at(texts, self.thresholds)
-
-    def candidates(self, texts: Sequence[str]) -> list[list[PredictedSpan]]:
-        """The last documents' spans down to the candidate threshold, for ranking metrics."""
-        return self.spans_at(texts, [self.candidate_threshold] * len(self.labels))
 
     def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
         start = time.perf_counter()

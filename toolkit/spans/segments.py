@@ -28,6 +28,9 @@ ABBREVIATIONS = frozenset(
     "inc corp co ltd llc lp plc no nos sec secs art arts para paras cl mr mrs ms dr st jr sr vs etc e.g i.e u.s u.k "
     "fig figs approx dept est ex exh sched govt assn bros intl mfg natl univ jan feb mar apr jun jul aug sep sept oct nov dec".split()
 )
+# "Schedule A." ends a sentence; "John A. Smith" does not: a single letter is an initial unless one of
+# these words precedes it.
+LETTERED = frozenset("schedule exhibit annex appendix attachment article section clause part item rider addendum".split())
 _END = re.compile(r"[.;:](?=\s)")
 # An enumeration marker opening a segment: annotators start the clause after it (CUAD does).
 _LEADING_MARKER = re.compile(r"(?:\((?:[a-zA-Z]|[ivxlcdm]+|\d{1,3})\)|(?:[a-zA-Z]|[ivxlcdm]+)\)|\d{1,3}(?:\.\d{1,3})*\.?)\s+(?=\S)")
@@ -40,7 +43,10 @@ def _is_abbreviation(line: str, dot: int) -> bool:
     while start > 0 and not line[start - 1].isspace() and line[start - 1] not in "(\"'":
         start -= 1
     word = line[start:dot].lower()
-    return len(word) == 1 and word.isalpha() or word in ABBREVIATIONS or word.rstrip(".") in ABBREVIATIONS
+    if len(word) == 1 and word.isalpha():
+        previous = line[:start].split()[-1:] or [""]
+        return previous[0].lower() not in LETTERED
+    return word in ABBREVIATIONS or word.rstrip(".") in ABBREVIATIONS
 
 
 def _cuts(line: str) -> list[int]:

@@ -27,13 +27,26 @@ def flow_for(task: str) -> Flow:
     return getattr(importlib.import_module(module), name)()
 
 
+def _is_linear(recipe: Recipe) -> bool:
+    """The segment task's bag-of-words baseline (`model.name: linear`) trains without a Trainer."""
+    return recipe.task == "segment_classification" and recipe.model.name == "linear"
+
+
 def run_recipe(recipe: Recipe, run_dir: Path) -> RunResult | None:
     """Train, save and score one run of a recipe (None on processes other than rank 0)."""
+    if _is_linear(recipe):
+        from toolkit.tasks.segment_linear import run_linear
+
+        return run_linear(recipe, run_dir)
     return run_flow(flow_for(recipe.task), recipe, run_dir)
 
 
 def plan_recipe(recipe: Recipe) -> dict:
     """What --dry-run shows: the data and model prepared, nothing trained."""
+    if _is_linear(recipe):
+        from toolkit.tasks.segment_linear import plan_linear
+
+        return plan_linear(recipe)
     return plan_flow(flow_for(recipe.task), recipe)
 
 

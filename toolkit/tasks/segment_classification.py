@@ -19,15 +19,16 @@ from pathlib import Path
 from toolkit.config import Recipe
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
+from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
-from toolkit.evaluate.ranking import ranking_metrics
+from toolkit.evaluate.ranking import sweep_metrics
 from toolkit.evaluate.reporting import write_predictions
-from toolkit.evaluate.thresholds import choose_thresholds, cross_fitted_thresholds
+from toolkit.evaluate.thresholds import choose_from_counts, cross_fitted_from_counts, threshold_counts
 from toolkit.infer.segmenter import DEFAULT_THRESHOLD, SegmentClassifier
 from toolkit.rundir import META_FILE, MODEL_DIR, PREDICTIONS_FILE, save_model_dir
 from toolkit.spans.label_space import LabelSpace
 from toolkit.tasks.features import FeatureReport, SegmentWindows, labels_to_learn, segment_features
-from toolkit.tasks.flow import Flow, Prepared
+from toolkit.tasks.flow import Flow, Prepared, RunResult
 from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, training_arguments
 
@@ -192,7 +193,6 @@ class SegmentClassification(Flow):
             "max_length": recipe.model.max_length,
             "stride": recipe.model.stride,
             "min_overlap": recipe.segments.min_overlap,
-            "candidate_threshold": recipe.segments.candidate_threshold,
             "thresholds": None,
         }
 
@@ -202,29 +202,58 @@ class SegmentClassification(Flow):
 
     def evaluate(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared, trainer) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
-        texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
-        fixed = classifier.predict(texts, recipe.train.eval_batch_size)
-        segments, probs = classifier.last_segments, classifier.last_probabilities
-        if recipe.segments.thresholds == "tuned":
-            thresholds = choose_thresholds(texts, golds, segments, probs, p.labels, DEFAULT_THRESHOLD)
-            crossed = classifier.spans_at(texts, cross_fitted_thresholds(texts, golds, segments, probs, p.labels, DEFAULT_THRESHOLD))
-        else:
-            thresholds, crossed = [DEFAULT_THRESHOLD] * len(p.labels), fixed
-        # The thresholds travel with the model: eval, export and the service apply them.
-        meta_path = run_dir / MODEL_DIR / META_FILE
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        meta["thresholds"] = thresholds
-        meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
-        e = recipe.eval
-        metrics = score(texts, golds, crossed, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, recipe.seed)
-        metrics["ranking"] = ranking_metrics(texts, golds, classifier.candidates(texts), p.labels, e.jaccard_threshold, e.bootstrap, recipe.seed)
-        metrics["at_default_threshold"] = score(texts, golds, fixed, e.boundary_tolerance, e.jaccard_threshold, 0, recipe.seed)["summary"]
-        metrics["thresholds"] = dict(zip(p.labels, thresholds))
-        write_predictions(run_dir / PREDICTIONS_FILE, p.dev_records, crossed)
+        metrics, info = score_segment_model(recipe, run_dir, classifier, p.dev_records, p.labels)
         return metrics, {
-            "eval_seconds": round(classifier.last_report["seconds"], 1),
+            **info,
             "best_checkpoint_dev_jaccard_f1": trainer.state.best_metric,
-            "dev_thresholds": "cross-fitted over two halves of dev" if recipe.segments.thresholds == "tuned" else f"fixed at {DEFAULT_THRESHOLD}",
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
         }
+
+    def retune(self, run_path: Path, data: str | None = None) -> RunResult:
+        """`toolkit tune`: choose a finished segment run's thresholds again on labeled documents (default: its
+        dev file) with the current grid, save them with the model, and rescore the run (its training record kept)."""
+        from toolkit.infer import load_predictor
+        from toolkit.rundir import METRICS_FILE, open_run, records_for
+
+        run = open_run(run_path)
+        if run.task != "segment_classification" or run.is_artifact or run.recipe is None:
+            raise ToolkitError(f"{run_path}: not a segment_classification run directory", fix="pass runs/<name> of a segment_classification recipe")
+        recipe = run.recipe
+        # The run's own dev set, as training read it (data.max_dev_docs), unless other documents are given.
+        records = records_for(run, data) if data else records_for(run, recipe.data.dev, recipe.data.max_dev_docs)
+        metrics, info = score_segment_model(recipe, run.path, load_predictor(run), records, run.labels)
+        previous = json.loads((run.path / METRICS_FILE).read_text(encoding="utf-8")).get("run", {}) if (run.path / METRICS_FILE).is_file() else {}
+        result = RunResult(run.path, {**metrics, "run": {**previous, **info, "thresholds_chosen_on": data or recipe.data.dev}})
+        self.write(recipe, result)
+        return result
+
+
+def score_segment_model(recipe: Recipe, run_dir: Path, classifier, dev_records: list[SpanRecord], labels: list[str]) -> tuple[dict, dict]:
+    """Every segment model's last step (the encoder's and the linear baseline's): predict dev, choose
+    per-label thresholds on it and save them with the model, and score predictions made at thresholds
+    cross-fitted over two halves of dev, with CUAD's ranking metrics over the threshold sweep."""
+    texts, golds = [r.text for r in dev_records], [r.spans for r in dev_records]
+    fixed = classifier.predict(texts, recipe.train.eval_batch_size)
+    segments, probs = classifier.last_segments, classifier.last_probabilities
+    counts = threshold_counts(texts, golds, segments, probs, labels)
+    if recipe.segments.thresholds == "tuned":
+        thresholds = choose_from_counts(counts, DEFAULT_THRESHOLD)
+        crossed = classifier.spans_at(texts, cross_fitted_from_counts(counts, DEFAULT_THRESHOLD))
+    else:
+        thresholds, crossed = [DEFAULT_THRESHOLD] * len(labels), fixed
+    # The thresholds travel with the model: eval, export and the service apply them.
+    meta_path = run_dir / MODEL_DIR / META_FILE
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["thresholds"] = thresholds
+    meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    e = recipe.eval
+    metrics = score(texts, golds, crossed, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, recipe.seed)
+    metrics["ranking"] = sweep_metrics(counts, labels, e.bootstrap, recipe.seed, e.jaccard_threshold)
+    metrics["at_default_threshold"] = score(texts, golds, fixed, e.boundary_tolerance, e.jaccard_threshold, 0, recipe.seed)["summary"]
+    metrics["thresholds"] = dict(zip(labels, thresholds))
+    write_predictions(run_dir / PREDICTIONS_FILE, dev_records, crossed)
+    return metrics, {
+        "eval_seconds": round(classifier.last_report["seconds"], 1),
+        "dev_thresholds": "cross-fitted over two halves of dev" if recipe.segments.thresholds == "tuned" else f"fixed at {DEFAULT_THRESHOLD}",
+    }

@@ -1,0 +1,69 @@
+"""The linear segment baseline at inference: segments -> TF-IDF -> one logistic regression per label ->
+spans at the saved per-label thresholds (the same decisions as the encoder's segment model).
+
+Written here rather than exported: a bag-of-words model is a yardstick for `toolkit compare` and the
+clause benchmarks, not something to serve. It is stored with joblib (a pickle): load only models you
+trained yourself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.infer.segmenter import SegmentDecisions
+from toolkit.rundir import Run, open_run
+from toolkit.spans.decoding import PredictedSpan
+from toolkit.spans.segments import segment_text
+
+LINEAR_FILE = "linear.joblib"
+
+
+def segment_inputs(text: str, segments: Sequence[tuple[int, int]]) -> list[str]:
+    """Each segment's text with its neighbours' words prefixed (`p_`, `n_`), so the linear model sees a
+    little of the context the encoder reads in its window."""
+    pieces = [text[a:b] for a, b in segments]
+    out = []
+    for k, piece in enumerate(pieces):
+        before = " ".join(f"p_{w}" for w in pieces[k - 1].split()) if k else ""
+        after = " ".join(f"n_{w}" for w in pieces[k + 1].split()) if k + 1 < len(pieces) else ""
+        out.append(f"{piece} {before} {after}")
+    return out
+
+
+class LinearSegmentClassifier(SegmentDecisions):
+    """TF-IDF + logistic regression per label over segments (scikit-learn)."""
+
+    def __init__(self, pipeline, meta: dict):
+        self.pipeline = pipeline
+        self.meta = meta
+        self.init_decisions(meta)
+        self.last_report: dict = {}
+
+    @classmethod
+    def load(cls, run: Run | Path, device: str | None = None) -> LinearSegmentClassifier:
+        import joblib
+
+        run = run if isinstance(run, Run) else open_run(run)
+        return cls(joblib.load(run.model_dir / LINEAR_FILE), run.meta)
+
+    def segment_probabilities(self, texts: Sequence[str]) -> tuple[list, list[np.ndarray]]:
+        segments = [segment_text(t) for t in texts]
+        inputs = [segment_inputs(t, segs) for t, segs in zip(texts, segments)]
+        flat = [x for doc in inputs for x in doc]
+        probs = np.asarray(self.pipeline.predict_proba(flat)) if flat else np.zeros((0, len(self.labels)))
+        out, at = [], 0
+        for doc in inputs:
+            out.append(probs[at : at + len(doc)].reshape(len(doc), len(self.labels)))
+            at += len(doc)
+        return segments, out
+
+    def predict(self, texts: Sequence[str], batch_size: int | None = None) -> list[list[PredictedSpan]]:
+        start = time.perf_counter()
+        self.last_segments, self.last_probabilities = self.segment_probabilities(texts)
+        spans = self.spans_at(texts, self.thresholds)
+        self.last_report = {"seconds": time.perf_counter() - start, "windows": sum(len(s) for s in self.last_segments), "tokens": 0}
+        return spans

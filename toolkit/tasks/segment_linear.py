@@ -1,0 +1,101 @@
+"""task: segment_classification with `model.name: linear`: the bag-of-words baseline.
+
+TF-IDF over each segment (with its neighbours' words) and one logistic regression per label with
+balanced class weights (scikit-learn), fitted in seconds. It has no Trainer, so it does not go through
+`flow.run_flow`; it writes the same run directory (config.yaml, data_report.json, model/ with
+toolkit.json, predictions, metrics with the same thresholds and ranking metrics as the encoder), so
+`toolkit eval` and `toolkit compare` treat it like any run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from toolkit.config import Recipe
+from toolkit.data.records import filter_labels, load_splits
+from toolkit.errors import ToolkitError
+from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier, segment_inputs
+from toolkit.rundir import META_FILE, MODEL_DIR, start_run_dir
+from toolkit.spans.label_space import LabelSpace
+from toolkit.spans.segment_decoding import segment_targets
+from toolkit.spans.segments import segment_text
+from toolkit.tasks.features import labels_to_learn
+from toolkit.tasks.flow import RunResult
+from toolkit.tasks.segment_classification import score_segment_model
+
+LINEAR = "linear"
+
+
+def _pipeline(n_labels: int, seed: int):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.pipeline import make_pipeline
+
+    classifier = LogisticRegression(class_weight="balanced", max_iter=2000, C=1.0, random_state=seed)
+    return make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, lowercase=True), OneVsRestClassifier(classifier))
+
+
+def plan_linear(recipe: Recipe) -> dict:
+    train, dev = load_splits(recipe)
+    labels = labels_to_learn(recipe, train)
+    segments = sum(len(segment_text(r.text)) for r in train)
+    return {"labels": labels, "classifier": LINEAR, "train": {"documents": len(train), "segments": segments}, "dev": {"documents": len(dev)}}
+
+
+def run_linear(recipe: Recipe, run_dir: Path) -> RunResult:
+    """Fit, save and score the linear baseline; the same run directory as every other run."""
+    import joblib
+    import numpy as np
+
+    train_records, dev_records = load_splits(recipe)
+    labels = labels_to_learn(recipe, train_records)
+    train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
+    started = time.perf_counter()
+    inputs, targets = [], []
+    for r in train_records:
+        segments = segment_text(r.text)
+        inputs += segment_inputs(r.text, segments)
+        targets += segment_targets(segments, r.spans, labels, recipe.segments.min_overlap)
+    if not inputs:
+        raise ToolkitError(f"{recipe.data.train}: no text to learn from", fix="check data.train")
+    y = np.asarray(targets)
+    positives = dict(zip(labels, y.sum(axis=0).tolist()))
+    # A label no segment carries (its spans are phrases inside sentences) gets a constant classifier
+    # that never fires; it is listed in the plan and the run information, and scores 0 recall.
+    absent = [lb for lb, n in positives.items() if not n]
+    plan = {
+        "labels": labels,
+        "classifier": LINEAR,
+        "train": {"documents": len(train_records), "segments": len(inputs), "positive_segments": positives},
+        "labels_without_positive_segments": absent,
+    }
+    start_run_dir(recipe, run_dir, plan)
+    import warnings
+
+    with warnings.catch_warnings():
+        # sklearn warns for every label without positives; they are reported above.
+        warnings.filterwarnings("ignore", message="Label not .* is present in all training examples")
+        pipeline = _pipeline(len(labels), recipe.seed).fit(inputs, y)
+    fit_seconds = time.perf_counter() - started
+    model_dir = run_dir / MODEL_DIR
+    model_dir.mkdir(parents=True, exist_ok=True)
+    joblib.dump(pipeline, model_dir / LINEAR_FILE)
+    meta = {
+        "task": "segment_classification",
+        "classifier": LINEAR,
+        **LabelSpace(tuple(labels), multi_label=True).to_meta(),
+        "min_overlap": recipe.segments.min_overlap,
+        "thresholds": None,
+    }
+    (model_dir / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    classifier = LinearSegmentClassifier.load(run_dir)
+    metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels)
+    run = {"model": LINEAR, "train_seconds": round(fit_seconds, 1), "train_segments": len(inputs), "labels_without_positive_segments": absent, **info}
+    result = RunResult(run_dir, {**metrics, "run": run})
+    from toolkit.tasks.segment_classification import SegmentClassification
+
+    SegmentClassification().write(recipe, result)
+    return result
