@@ -106,6 +106,8 @@ def test_linear_is_a_segment_model_only():
 
     with pytest.raises(ConfigError, match="model.name=linear"):
         load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["model.name=linear"])
+    with pytest.raises(ConfigError, match="segments"):
+        load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["segments.focal_gamma=2"])
 
 
 def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tiny_segment_run, tmp_path):

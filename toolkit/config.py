@@ -217,6 +217,8 @@ class Recipe(_Strict):
                 raise ValueError("model.multi_label and model.label_all_subtokens apply to token_classification only")
             if self.train.class_weights != "none":
                 raise ValueError("train.class_weights applies to token_classification only")
+        if self.task != "segment_classification" and self.segments != SegmentsConfig():
+            raise ValueError("segments.* applies to segment_classification only")
         if self.model.name == "linear" and self.task != "segment_classification":
             raise ValueError("model.name=linear is the segment task's bag-of-words baseline: it needs task segment_classification")
         if self.model.quantization == "4bit" and not (self.task == "span_generation" and self.model.lora.enabled):
