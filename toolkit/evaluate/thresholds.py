@@ -3,7 +3,7 @@ Pure (no torch, no I/O).
 
 A label's threshold is the one of THRESHOLD_GRID that maximises its Jaccard F1 (CUAD's matching: word
 Jaccard >= 0.5, one-to-one) on the documents given. Thresholds chosen on a set and scored on the same
-set flatter the model, so `cross_fitted_thresholds` also gives each document thresholds chosen on the
+set flatter the model, so `cross_fitted_from_counts` also gives each document thresholds chosen on the
 other fold: scoring those predictions is an honest estimate of what the saved thresholds will do on
 new documents.
 
@@ -86,11 +86,6 @@ def choose_from_counts(counts: np.ndarray, default: float = 0.5, grid: Sequence[
     return chosen
 
 
-def choose_thresholds(texts, golds, segments, probs, labels: Sequence[str], default: float = 0.5) -> list[float]:
-    """The best grid threshold per label on these documents."""
-    return choose_from_counts(threshold_counts(texts, golds, segments, probs, labels), default)
-
-
 def cross_fitted_from_counts(counts: np.ndarray, default: float = 0.5) -> list[list[float]]:
     """Per document, the thresholds chosen on the other fold (documents split by even and odd position)."""
     n_docs = counts.shape[2]
@@ -102,6 +97,3 @@ def cross_fitted_from_counts(counts: np.ndarray, default: float = 0.5) -> list[l
             per_doc[i] = chosen
     return per_doc
 
-
-def cross_fitted_thresholds(texts, golds, segments, probs, labels: Sequence[str], default: float = 0.5) -> list[list[float]]:
-    return cross_fitted_from_counts(threshold_counts(texts, golds, segments, probs, labels), default)

@@ -8,7 +8,6 @@ evaluation, export parity and the service all call `SegmentClassifier.predict`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -61,10 +60,3 @@ class SegmentClassifier(SegmentDecisions, Tagger):
     def decode(self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]) -> list[list[PredictedSpan]]:
         self.last_segments, self.last_probabilities = self.probabilities(texts, windows, logits)
         return self.spans_at(texts, self.thresholds)
-
-    def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
-        start = time.perf_counter()
-        windows = self.windows(texts)
-        spans = self.decode(texts, windows, self.logits(windows, batch_size))
-        self.last_report = {"seconds": time.perf_counter() - start, "windows": len(windows), "tokens": sum(len(w.input_ids) for w in windows)}
-        return spans

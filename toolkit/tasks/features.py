@@ -136,7 +136,6 @@ class SegmentWindows:
     (NO_SEGMENT outside segments) and each window-local segment's multi-hot labels."""
 
     windows: list[Window]
-    token_segment_ids: list[list[int]]  # document-level segment index per token
     local_ids: list[list[int]]  # window-local segment index per token
     segment_labels: list[list[list[int]]]  # per window: [local segments][labels]
 
@@ -150,10 +149,9 @@ def segment_features(
     min_overlap: float,
     negative_ratio: float | None = None,
     seed: int = 0,
-) -> tuple[SegmentWindows, list[list[tuple[int, int]]], FeatureReport]:
-    """Windows over whole documents (never truncated), their segments and targets; the segments of
-    every document are returned for decoding. Windows without a positive segment are sampled by
-    `negative_ratio` (training only)."""
+) -> tuple[SegmentWindows, FeatureReport]:
+    """Windows over whole documents (never truncated), their segments and targets. Windows without a
+    positive segment are sampled by `negative_ratio` (training only)."""
     from toolkit.spans.segment_decoding import NO_SEGMENT, segment_targets, token_segments
     from toolkit.spans.segments import segment_text
 
@@ -163,12 +161,11 @@ def segment_features(
     segments = [segment_text(r.text) for r in records]
     targets = [segment_targets(segs, r.spans, labels, min_overlap) for segs, r in zip(segments, records)]
     windows = make_windows(tokenizer, [r.text for r in records], max_length, stride)
-    doc_ids, local_ids, seg_labels, positive = [], [], [], []
+    local_ids, seg_labels, positive = [], [], []
     for w in windows:
         ids = token_segments(w.offsets, segments[w.doc])
         order = list(dict.fromkeys(i for i in ids if i != NO_SEGMENT))
         local = {g: k for k, g in enumerate(order)}
-        doc_ids.append(ids)
         local_ids.append([local.get(i, NO_SEGMENT) for i in ids])
         rows = [targets[w.doc][g] for g in order]
         seg_labels.append(rows)
@@ -176,7 +173,7 @@ def segment_features(
     report.windows = len(windows)
     report.windows_with_spans = sum(positive)
     keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives(positive, negative_ratio, seed)
-    kept = SegmentWindows([windows[i] for i in keep], [doc_ids[i] for i in keep], [local_ids[i] for i in keep], [seg_labels[i] for i in keep])
+    kept = SegmentWindows([windows[i] for i in keep], [local_ids[i] for i in keep], [seg_labels[i] for i in keep])
     report.tokens = sum(len(w.input_ids) for w in kept.windows)
     # Spans no segment carries (every segment they touch is mostly outside them) are counted, not dropped silently.
     carried = [{(k, j) for k, row in enumerate(t) for j, v in enumerate(row) if v} for t in targets]
@@ -185,4 +182,4 @@ def segment_features(
         for s in r.spans:
             if not any((k, index[s.label]) in c for k, (a, b) in enumerate(segs) if a < s.end and s.start < b):
                 report.spans_not_representable += 1
-    return kept, segments, report
+    return kept, report

@@ -145,10 +145,10 @@ class SegmentClassification(Flow):
         dev_records = filter_labels(dev_records, labels)
         m, s = recipe.model, recipe.segments
         model, tokenizer = build_segment_model(m, labels)
-        train, _, train_report = segment_features(
+        train, train_report = segment_features(
             tokenizer, train_records, labels, m.max_length, m.stride, s.min_overlap, recipe.windows.negative_ratio, recipe.seed
         )
-        dev, _, dev_report = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
+        dev, dev_report = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
         plan = {
             "labels": labels,
             "train": train_report.to_dict(),
