@@ -81,13 +81,43 @@ def precision_at_recall(precision: np.ndarray, recall: np.ndarray, target: float
     return float(_envelope(precision)[reached].max()) if reached.any() else 0.0
 
 
-def _figures(hits, weights, n_gold) -> dict:
-    precision, recall = curve(hits, weights, n_gold)
+SCOPE_KEYS = ("aupr", *[f"precision_at_{int(r * 100)}_recall" for r in RECALL_POINTS])  # averaged over labels
+
+
+def _curve_figures(precision: np.ndarray, recall: np.ndarray) -> dict:
+    """AUPR, precision at each of RECALL_POINTS and the highest recall of one curve (recall non-decreasing)."""
     out = {"aupr": aupr(precision, recall)}
     for r in RECALL_POINTS:
         out[f"precision_at_{int(r * 100)}_recall"] = precision_at_recall(precision, recall, r)
-    out["max_recall"] = float(recall[-1]) if len(recall) else 0.0
+    out["max_recall"] = float(recall.max()) if len(recall) else 0.0
     return out
+
+
+def _figures(hits, weights, n_gold) -> dict:
+    return _curve_figures(*curve(hits, weights, n_gold))
+
+
+def _macro(per_label: dict[str, dict]) -> dict:
+    return {k: float(np.mean([v[k] for v in per_label.values()])) for k in SCOPE_KEYS} if per_label else {}
+
+
+def _bootstrap_ci(evaluate, n_docs: int, bootstrap: int, seed: int) -> dict[str, list[float]]:
+    """95% intervals of the macro and micro figures of `evaluate(document weights)` over documents
+    resampled with replacement (a document drawn k times weighs k)."""
+    if not (bootstrap and n_docs):
+        return {}
+    rng = np.random.default_rng(seed)
+    samples: dict[str, list[float]] = {}
+    for _ in range(bootstrap):
+        result = evaluate(np.bincount(rng.integers(0, n_docs, n_docs), minlength=n_docs).astype(float))
+        for scope in ("macro", "micro"):
+            for k, v in result[scope].items():
+                samples.setdefault(f"{scope}_{k}", []).append(v)
+    return {k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in samples.items()}
+
+
+def _rounded(d: dict) -> dict:
+    return {k: round(v, 4) for k, v in d.items()}
 
 
 def ranking_metrics(
@@ -119,31 +149,14 @@ def ranking_metrics(
         order = np.argsort(-all_scores, kind="stable")
         n_gold = float(sum((r[3] * doc_weights).sum() for r in ranked.values()))
         micro = _figures(all_hits[order], all_w[order], n_gold) if n_gold else {}
-        keys = ["aupr", *[f"precision_at_{int(r * 100)}_recall" for r in RECALL_POINTS]]
-        macro = {k: float(np.mean([v[k] for v in per_label.values()])) for k in keys} if per_label else {}
-        return {"per_label": per_label, "macro": macro, "micro": micro}
+        return {"per_label": per_label, "macro": _macro(per_label), "micro": micro}
 
     point = evaluate(np.ones(n_docs))
-    ci: dict[str, list[float]] = {}
-    if bootstrap and n_docs:
-        rng = np.random.default_rng(seed)
-        samples: dict[str, list[float]] = {}
-        for _ in range(bootstrap):
-            weights = np.bincount(rng.integers(0, n_docs, n_docs), minlength=n_docs).astype(float)
-            result = evaluate(weights)
-            for scope in ("macro", "micro"):
-                for k, v in result[scope].items():
-                    samples.setdefault(f"{scope}_{k}", []).append(v)
-        ci = {k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in samples.items()}
-
-    def rounded(d: dict) -> dict:
-        return {k: round(v, 4) for k, v in d.items()}
-
     return {
-        "per_label": {lb: {"support": int(ranked[lb][3].sum()), "predicted": len(ranked[lb][0]), **rounded(v)} for lb, v in point["per_label"].items()},
-        "macro": rounded(point["macro"]),
-        "micro": rounded(point["micro"]),
-        "ci95": ci,
+        "per_label": {lb: {"support": int(ranked[lb][3].sum()), "predicted": len(ranked[lb][0]), **_rounded(v)} for lb, v in point["per_label"].items()},
+        "macro": _rounded(point["macro"]),
+        "micro": _rounded(point["micro"]),
+        "ci95": _bootstrap_ci(evaluate, n_docs, bootstrap, seed),
         "settings": {"jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap, "labels_with_gold": len(point["per_label"])},
     }
 
@@ -154,12 +167,7 @@ def _sweep_figures(counts: np.ndarray) -> dict:
     precision = np.where(n_pred > 0, tp / np.maximum(n_pred, 1), 1.0)
     recall = np.where(n_gold > 0, tp / np.maximum(n_gold, 1), 0.0)
     order = np.lexsort((-precision, recall))  # recall ascending, the best precision first at equal recall
-    precision, recall = precision[order], recall[order]
-    out = {"aupr": aupr(precision, recall)}
-    for r in RECALL_POINTS:
-        out[f"precision_at_{int(r * 100)}_recall"] = precision_at_recall(precision, recall, r)
-    out["max_recall"] = float(recall.max()) if len(recall) else 0.0
-    return out
+    return _curve_figures(precision[order], recall[order])
 
 
 def sweep_metrics(counts: np.ndarray, labels: Sequence[str], bootstrap: int = 1000, seed: int = 0, jaccard_threshold: float = 0.5) -> dict:
@@ -171,34 +179,19 @@ def sweep_metrics(counts: np.ndarray, labels: Sequence[str], bootstrap: int = 10
     def evaluate(doc_weights: np.ndarray) -> dict:
         weighted = (counts * doc_weights[None, None, :, None]).sum(axis=2)  # [labels, thresholds, 3]
         per_label = {lb: _sweep_figures(weighted[j]) for j, lb in enumerate(labels) if weighted[j, 0, 2] > 0}
-        keys = ["aupr", *[f"precision_at_{int(r * 100)}_recall" for r in RECALL_POINTS]]
-        macro = {k: float(np.mean([v[k] for v in per_label.values()])) for k in keys} if per_label else {}
         micro = _sweep_figures(weighted.sum(axis=0)) if per_label else {}
-        return {"per_label": per_label, "macro": macro, "micro": micro}
+        return {"per_label": per_label, "macro": _macro(per_label), "micro": micro}
 
     point = evaluate(np.ones(n_docs))
-    ci: dict[str, list[float]] = {}
-    if bootstrap and n_docs:
-        rng = np.random.default_rng(seed)
-        samples: dict[str, list[float]] = {}
-        for _ in range(bootstrap):
-            result = evaluate(np.bincount(rng.integers(0, n_docs, n_docs), minlength=n_docs).astype(float))
-            for scope in ("macro", "micro"):
-                for k, v in result[scope].items():
-                    samples.setdefault(f"{scope}_{k}", []).append(v)
-        ci = {k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in samples.items()}
-    totals = counts.sum(axis=2)
+    totals = counts.sum(axis=2)  # [labels, thresholds, 3]
+    index = {lb: j for j, lb in enumerate(labels)}
     return {
         "per_label": {
-            lb: {
-                "support": int(totals[labels.index(lb), 0, 2]),
-                "predicted": int(totals[labels.index(lb), :, 1].max()),
-                **{k: round(x, 4) for k, x in v.items()},
-            }
+            lb: {"support": int(totals[index[lb], 0, 2]), "predicted": int(totals[index[lb], :, 1].max()), **_rounded(v)}
             for lb, v in point["per_label"].items()
         },
-        "macro": {k: round(v, 4) for k, v in point["macro"].items()},
-        "micro": {k: round(v, 4) for k, v in point["micro"].items()},
-        "ci95": ci,
+        "macro": _rounded(point["macro"]),
+        "micro": _rounded(point["micro"]),
+        "ci95": _bootstrap_ci(evaluate, n_docs, bootstrap, seed),
         "settings": {"jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap, "labels_with_gold": len(point["per_label"]), "curve": "threshold sweep"},
     }

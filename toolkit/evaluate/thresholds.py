@@ -96,4 +96,3 @@ def cross_fitted_from_counts(counts: np.ndarray, default: float = 0.5) -> list[l
         for i in folds[fold]:
             per_doc[i] = chosen
     return per_doc
-
