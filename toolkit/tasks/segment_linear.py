@@ -22,8 +22,8 @@ from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segment_decoding import segment_targets
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
-from toolkit.tasks.flow import RunResult
-from toolkit.tasks.segment_classification import score_segment_model
+from toolkit.tasks.flow import Flow, RunResult
+from toolkit.tasks.segment_scoring import score_segment_model
 
 LINEAR = "linear"
 
@@ -95,7 +95,5 @@ def run_linear(recipe: Recipe, run_dir: Path) -> RunResult:
     metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels)
     run = {"model": LINEAR, "train_seconds": round(fit_seconds, 1), "train_segments": len(inputs), "labels_without_positive_segments": absent, **info}
     result = RunResult(run_dir, {**metrics, "run": run})
-    from toolkit.tasks.segment_classification import SegmentClassification
-
-    SegmentClassification().write(recipe, result)
+    Flow().write(recipe, result)  # metrics.json and report.md, as every flow writes them
     return result
