@@ -127,3 +127,60 @@ def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tin
     assert metrics["run"]["train_seconds"] == tiny_segment_run.run["train_seconds"] and metrics["ranking"]["settings"]["curve"] == "threshold sweep"
     bad = subprocess.run([sys.executable, "-m", "toolkit", "tune", str(REPO / "recipes")], capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
+
+
+def test_hard_negatives_are_the_clause_free_windows_that_fire_highest_first():
+    from toolkit.spans.segment_decoding import best_segment_probability
+    from toolkit.tasks.features import choose_hard_negatives
+
+    # Window-local segments 0 and 1; the best segment's mean logit decides the window's score.
+    logits = np.array([[9.0, 9.0], [0.0, -4.0], [2.0, -4.0], [-2.0, 1.0], [9.0, 9.0]])
+    assert best_segment_probability([NO_SEGMENT, 0, 0, 1, NO_SEGMENT], logits) == pytest.approx(1 / (1 + np.exp(-1.0)))
+    assert best_segment_probability([NO_SEGMENT, NO_SEGMENT], logits[:2]) == 0.0
+    assert choose_hard_negatives([0.2, 0.9, 0.6, 0.95, 0.5], min_score=0.5, limit=3) == [3, 1, 2]
+    assert choose_hard_negatives([0.2, 0.4], min_score=0.5, limit=3) == []
+
+
+def test_hard_negatives_need_a_pool_and_an_encoder():
+    from toolkit.config import load_recipe
+    from toolkit.errors import ConfigError
+
+    recipe = REPO / "recipes" / "demo_segments_mlm.yaml"
+    with pytest.raises(ConfigError, match="windows.negative_ratio"):
+        load_recipe(recipe, ["segments.hard_negatives={}"])
+    with pytest.raises(ConfigError, match="linear"):
+        load_recipe(recipe, ["segments.hard_negatives={}", "windows.negative_ratio=0.5", "model.name=linear"])
+    with pytest.raises(ConfigError, match="min_score"):
+        load_recipe(recipe, ["segments.hard_negatives.min_score=2", "windows.negative_ratio=0.5"])
+    assert load_recipe(recipe, ["segments.hard_negatives.pool=50", "windows.negative_ratio=0.5"]).segments.hard_negatives.pool == 50
+
+
+def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_stage(tiny_bert, tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.tasks import run_recipe
+
+    overrides = [
+        f"model.name={tiny_bert}",
+        f"output_dir={tmp_path}",
+        "model.max_length=32",
+        "model.stride=8",
+        "data.max_train_docs=4",
+        "data.max_dev_docs=2",
+        "windows.negative_ratio=0",
+        "train.epochs=2",
+        "train.learning_rate=1e-3",
+        "eval.bootstrap=0",
+        # An untrained tiny model scores about 0.5 everywhere: a low bar makes windows fire.
+        "segments.hard_negatives.min_score=0.01",
+        "segments.hard_negatives.pool=6",
+        "segments.hard_negatives.max_windows=4",
+    ]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "hard")
+    mining = result.run["hard_negatives"]
+    assert mining["pool_available"] >= 6 and mining["pool_scored"] == 6 and mining["fired"] == 6 and mining["added"] == 4
+    assert (result.run_dir / "checkpoints_hard_negatives").is_dir()
+    log = [json.loads(line) for line in (result.run_dir / "train_log.jsonl").read_text().splitlines()]
+    first = [e for e in log if "stage" not in e]
+    second = [e for e in log if e.get("stage") == "hard_negatives"]
+    assert first and second and min(e["step"] for e in second) > max(e["step"] for e in first)
+    assert result.run["optimizer_steps"] == max(e["step"] for e in second) and result.run["epochs_completed"] == 3

@@ -106,6 +106,16 @@ class TrainConfig(_Strict):
     )
 
 
+class HardNegativesConfig(_Strict):
+    """After training, score clause-free training windows that `windows.negative_ratio` left out, add those
+    where the model fires, and train on, so the model learns from the text it confuses with clauses."""
+
+    pool: int = Field(default=4000, ge=1, description="Left-out clause-free windows sampled and scored (scoring costs about one dev evaluation per 4,000).")
+    min_score: float = Field(default=0.5, gt=0, lt=1, description="A window is a hard negative when one of its segments scores at least this for a label.")
+    max_windows: int | None = Field(default=None, ge=1, description="Keep at most this many, highest scores first (default: as many as negative_ratio kept).")
+    epochs: float = Field(default=1.0, gt=0, description="Epochs of continued training on the clause windows, the sampled negatives and the mined ones.")
+
+
 class SegmentsConfig(_Strict):
     """segment_classification only: how segments are labeled, weighted and decided."""
 
@@ -117,6 +127,7 @@ class SegmentsConfig(_Strict):
     thresholds: Literal["tuned", "fixed"] = Field(
         default="tuned", description="tuned: per-label thresholds chosen on dev and saved with the model; fixed: 0.5 for every label."
     )
+    hard_negatives: HardNegativesConfig | None = Field(default=None, description="Hard-negative mining after training (off when absent).")
 
 
 class GenerationConfig(_Strict):
@@ -219,6 +230,12 @@ class Recipe(_Strict):
                 raise ValueError("train.class_weights applies to token_classification only")
         if self.task != "segment_classification" and self.segments != SegmentsConfig():
             raise ValueError("segments.* applies to segment_classification only")
+        if self.segments.hard_negatives and self.windows.negative_ratio is None:
+            raise ValueError(
+                "segments.hard_negatives mines the clause-free windows that windows.negative_ratio leaves out: set windows.negative_ratio (e.g. 0.5)"
+            )
+        if self.segments.hard_negatives and self.model.name == "linear":
+            raise ValueError("segments.hard_negatives trains an encoder on; the linear baseline already fits on every segment: drop it for model.name=linear")
         if self.model.name == "linear" and self.task != "segment_classification":
             raise ValueError("model.name=linear is the segment task's bag-of-words baseline: it needs task segment_classification")
         if self.model.quantization == "4bit" and not (self.task == "span_generation" and self.model.lora.enabled):

@@ -62,6 +62,16 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.nan_to_num(x, nan=-np.inf)))
 
 
+def best_segment_probability(local_ids: Sequence[int], logits: np.ndarray) -> float:
+    """The highest probability any segment of one window gets for any label, read from that window alone
+    (how hard-negative mining ranks clause-free windows); 0 for a window without segments."""
+    ids = [i for i in local_ids if i != NO_SEGMENT]
+    if not ids:
+        return 0.0
+    logits = np.asarray(logits, dtype=float)
+    return float(np.max(sigmoid(segment_logits(max(ids) + 1, logits.shape[-1], [local_ids], [logits]))))
+
+
 def merge_segments(
     segments: Sequence[tuple[int, int]], probs: np.ndarray, labels: Sequence[str], thresholds: Sequence[float]
 ) -> list[tuple[int, int, str, float]]:

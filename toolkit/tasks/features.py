@@ -139,6 +139,12 @@ class SegmentWindows:
     local_ids: list[list[int]]  # window-local segment index per token
     segment_labels: list[list[list[int]]]  # per window: [local segments][labels]
 
+    def subset(self, indices: list[int]) -> SegmentWindows:
+        return SegmentWindows([self.windows[i] for i in indices], [self.local_ids[i] for i in indices], [self.segment_labels[i] for i in indices])
+
+    def __add__(self, other: SegmentWindows) -> SegmentWindows:
+        return SegmentWindows(self.windows + other.windows, self.local_ids + other.local_ids, self.segment_labels + other.segment_labels)
+
 
 def segment_features(
     tokenizer,
@@ -149,9 +155,10 @@ def segment_features(
     min_overlap: float,
     negative_ratio: float | None = None,
     seed: int = 0,
-) -> tuple[SegmentWindows, FeatureReport]:
+) -> tuple[SegmentWindows, FeatureReport, SegmentWindows]:
     """Windows over whole documents (never truncated), their segments and targets. Windows without a
-    positive segment are sampled by `negative_ratio` (training only)."""
+    positive segment are sampled by `negative_ratio` (training only). Returns (kept windows, report,
+    the negative windows left out: the pool hard-negative mining draws from)."""
     from toolkit.spans.segment_decoding import NO_SEGMENT, segment_targets, token_segments
     from toolkit.spans.segments import segment_text
 
@@ -173,7 +180,10 @@ def segment_features(
     report.windows = len(windows)
     report.windows_with_spans = sum(positive)
     keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives(positive, negative_ratio, seed)
-    kept = SegmentWindows([windows[i] for i in keep], [local_ids[i] for i in keep], [seg_labels[i] for i in keep])
+    every = SegmentWindows(windows, local_ids, seg_labels)
+    kept = every.subset(keep)
+    kept_set = set(keep)
+    left_out = every.subset([i for i in range(len(windows)) if i not in kept_set])
     report.tokens = sum(len(w.input_ids) for w in kept.windows)
     # Spans no segment carries (every segment they touch is mostly outside them) are counted, not dropped silently.
     carried = [{(k, j) for k, row in enumerate(t) for j, v in enumerate(row) if v} for t in targets]
@@ -182,4 +192,10 @@ def segment_features(
         for s in r.spans:
             if not any((k, index[s.label]) in c for k, (a, b) in enumerate(segs) if a < s.end and s.start < b):
                 report.spans_not_representable += 1
-    return kept, report
+    return kept, report, left_out
+
+
+def choose_hard_negatives(scores: list[float], min_score: float, limit: int) -> list[int]:
+    """Indices of the windows whose best segment score reaches `min_score`, highest first, at most `limit`."""
+    fired = sorted((i for i, v in enumerate(scores) if v >= min_score), key=lambda i: (-scores[i], i))
+    return fired[:limit]

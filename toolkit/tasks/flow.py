@@ -60,6 +60,15 @@ class Flow:
     def after_training(self, trainer, prepared: Prepared) -> None:
         """Runs on every process after training, before rank 0 saves and scores."""
 
+    def train(self, recipe: Recipe, run_dir: Path, prepared: Prepared):
+        """(trainer, TrainingSpan): build the Trainer and train it, resuming from its checkpoints. A task
+        that trains in stages (segment_classification's hard negatives) extends this."""
+        trainer = self.trainer(recipe, run_dir, prepared)
+        self.before_training(trainer, prepared)
+        span = train_resuming(trainer, prepared.train_tokens)
+        self.after_training(trainer, prepared)
+        return trainer, span
+
     def save(self, recipe: Recipe, prepared: Prepared, model, directory: Path) -> None:
         raise NotImplementedError
 
@@ -93,30 +102,24 @@ def run_flow(flow: Flow, recipe: Recipe, run_dir: Path) -> RunResult | None:
     prepared = flow.prepare(recipe)
     if is_main_process():
         start_run_dir(recipe, run_dir, prepared.plan)
-    trainer = flow.trainer(recipe, run_dir, prepared)
-    flow.before_training(trainer, prepared)
-    span = train_resuming(trainer, run_dir)
-    flow.after_training(trainer, prepared)
+    trainer, span = flow.train(recipe, run_dir, prepared)
     if not trainer.is_world_process_zero():
         return None
 
     flow.save(recipe, prepared, trainer.model, run_dir / MODEL_DIR)
-    write_train_log(run_dir, trainer.state.log_history)
+    write_train_log(run_dir, span.log)
     metrics, extra = flow.evaluate(recipe, run_dir, prepared, trainer)
-    epochs = float(trainer.state.epoch or 0)
     run = {
         "model": recipe.model.name,
         "train_seconds": round(span.seconds, 1),
-        "epochs_completed": round(epochs, 2),
+        "epochs_completed": round(span.epochs_completed, 2),
         "epochs_trained_this_process": round(span.epochs_trained, 4),
-        "optimizer_steps": trainer.state.global_step,
+        "optimizer_steps": span.optimizer_steps,
         # Tokens this process trained on (after a resume, the resumed part only) over its own seconds.
-        "train_tokens_per_second": round(prepared.train_tokens * span.epochs_trained / span.seconds, 1) if span.seconds else None,
+        "train_tokens_per_second": round(span.tokens / span.seconds, 1) if span.seconds else None,
         # The same without the dev evaluations run during training: the cost of the training steps alone.
         "evaluation_seconds_during_training": round(span.evaluation_seconds, 3),
-        "train_step_tokens_per_second": (
-            round(prepared.train_tokens * span.epochs_trained / (span.seconds - span.evaluation_seconds), 1) if span.seconds > span.evaluation_seconds else None
-        ),
+        "train_step_tokens_per_second": (round(span.tokens / (span.seconds - span.evaluation_seconds), 1) if span.seconds > span.evaluation_seconds else None),
         "peak_rss_mib": peak_rss_mib(),
         "peak_cuda_mib": peak_cuda_mib(),
         "world_size": world_size(),

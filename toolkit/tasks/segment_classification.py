@@ -8,15 +8,22 @@ classifier with one logit per label; trains a segment's mean token logit with bi
 with the same `SegmentClassifier` that `toolkit eval` and the service use, chooses per-label thresholds
 on dev (saved with the model), and reports the dev figures at thresholds cross-fitted over two halves
 of dev, so the figures are not scored on the documents that chose them.
+
+With `segments.hard_negatives`, training has a second stage: the trained model scores clause-free
+training windows that `windows.negative_ratio` left out, the ones where it fires join the training set,
+and training continues on them (`train`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.config import Recipe
+from toolkit.config import HardNegativesConfig, Recipe
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
@@ -24,11 +31,11 @@ from toolkit.evaluate.metrics import score
 from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.rundir import save_model_dir
 from toolkit.spans.label_space import LabelSpace
-from toolkit.tasks.features import FeatureReport, SegmentWindows, labels_to_learn, segment_features
+from toolkit.tasks.features import FeatureReport, SegmentWindows, choose_hard_negatives, labels_to_learn, segment_features
 from toolkit.tasks.flow import Flow, Prepared, RunResult
 from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import score_segment_model
-from toolkit.tasks.training import parameter_counts, steps_per_epoch, training_arguments
+from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
 
 
 def positive_weights(choice: str, labels: list[str], segment_labels: list[list[list[int]]]) -> list[float] | None:
@@ -112,6 +119,35 @@ def _trainer_class():
     return SegmentTrainer
 
 
+def mine_hard_negatives(trainer, p: SegmentPrepared, hard: HardNegativesConfig, seed: int) -> tuple[SegmentWindows, dict]:
+    """Score a sample of the left-out clause-free training windows with the trained model; return those
+    where a segment reaches hard.min_score (highest first, capped) and what was scored and added."""
+    from toolkit.spans.segment_decoding import best_segment_probability
+
+    chosen_pool = sorted(random.Random(seed).sample(range(len(p.left_out.windows)), min(hard.pool, len(p.left_out.windows))))
+    pool = p.left_out.subset(chosen_pool)
+    scores: list[float] = []
+    if pool.windows:
+        compute_metrics, trainer.compute_metrics = trainer.compute_metrics, None  # dev decoding does not apply to the pool
+        try:
+            logits = trainer.predict(_dataset(pool)).predictions
+        finally:
+            trainer.compute_metrics = compute_metrics
+        logits = logits[0] if isinstance(logits, tuple) else logits
+        scores = [best_segment_probability(ids, logits[i, : len(ids)]) for i, ids in enumerate(pool.local_ids)]
+    limit = hard.max_windows or p.train_report.negative_windows_kept or len(pool.windows)
+    chosen = choose_hard_negatives(scores, hard.min_score, limit)
+    info = {
+        "pool_available": len(p.left_out.windows),
+        "pool_scored": len(pool.windows),
+        "fired": sum(v >= hard.min_score for v in scores),
+        "added": len(chosen),
+        "min_score": hard.min_score,
+        "epochs": hard.epochs,
+    }
+    return pool.subset(chosen), info
+
+
 def _dataset(features: SegmentWindows):
     from datasets import Dataset
 
@@ -133,6 +169,8 @@ class SegmentPrepared(Prepared):
     dev: SegmentWindows
     train_report: FeatureReport
     dev_report: FeatureReport
+    left_out: SegmentWindows  # clause-free training windows negative_ratio left out: the hard-negative pool
+    mining: dict | None = None  # what hard-negative mining scored and added
 
 
 class SegmentClassification(Flow):
@@ -143,10 +181,10 @@ class SegmentClassification(Flow):
         dev_records = filter_labels(dev_records, labels)
         m, s = recipe.model, recipe.segments
         model, tokenizer = build_segment_model(m, labels)
-        train, train_report = segment_features(
+        train, train_report, left_out = segment_features(
             tokenizer, train_records, labels, m.max_length, m.stride, s.min_overlap, recipe.windows.negative_ratio, recipe.seed
         )
-        dev, dev_report = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
+        dev, dev_report, _ = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
         plan = {
             "labels": labels,
             "train": train_report.to_dict(),
@@ -154,9 +192,30 @@ class SegmentClassification(Flow):
             "steps_per_epoch": steps_per_epoch(len(train.windows), recipe),
             **parameter_counts(model),
         }
-        return SegmentPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train, dev, train_report, dev_report)
+        return SegmentPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train, dev, train_report, dev_report, left_out)
 
-    def trainer(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared):
+    def train(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared):
+        """Train; then, with segments.hard_negatives, mine hard negatives and train on with them."""
+        trainer, span = super().train(recipe, run_dir, p)
+        hard = recipe.segments.hard_negatives
+        if hard is None:
+            return trainer, span
+        started = time.perf_counter()
+        mined, p.mining = mine_hard_negatives(trainer, p, hard, recipe.seed)
+        mining_seconds = time.perf_counter() - started
+        p.mining.update(seconds=round(mining_seconds, 1), first_stage_best_dev_jaccard_f1=trainer.state.best_metric)
+        if not mined.windows:
+            return trainer, span  # nothing fired: another stage would only repeat the first
+        more = p.train + mined
+        trainer = self.trainer(recipe, run_dir, p, train=more, stage="hard_negatives")
+        later = train_resuming(trainer, sum(len(w.input_ids) for w in more.windows))
+        # Scoring the pool is not training steps: it counts like an evaluation (in seconds, out of tokens/s).
+        later = dataclasses.replace(later, seconds=later.seconds + mining_seconds, evaluation_seconds=later.evaluation_seconds + mining_seconds)
+        return trainer, span.then(later, "hard_negatives")
+
+    def trainer(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared, train: SegmentWindows | None = None, stage: str | None = None):
+        """The Trainer on p.train; a later `stage` trains `train` for segments.hard_negatives.epochs, with
+        its own checkpoints (run_dir/checkpoints_<stage>), from the model as the first stage left it."""
         from transformers import EarlyStoppingCallback
 
         texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
@@ -170,11 +229,16 @@ class SegmentClassification(Flow):
             return {k: summary[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")}
 
         t, s = recipe.train, recipe.segments
+        # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
+        args = training_arguments(
+            recipe, run_dir, metric="jaccard_f1", remove_unused_columns=False, checkpoints=f"checkpoints_{stage}" if stage else "checkpoints"
+        )
+        if stage:
+            args.num_train_epochs, args.max_steps = s.hard_negatives.epochs, -1
         return _trainer_class()(
             model=p.model,
-            # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
-            args=training_arguments(recipe, run_dir, metric="jaccard_f1", remove_unused_columns=False),
-            train_dataset=_dataset(p.train),
+            args=args,
+            train_dataset=_dataset(train or p.train),
             eval_dataset=_dataset(p.dev),
             data_collator=_collator(p.tokenizer),
             compute_metrics=compute_metrics,
@@ -206,6 +270,7 @@ class SegmentClassification(Flow):
             "best_checkpoint_dev_jaccard_f1": trainer.state.best_metric,
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
+            **({"hard_negatives": p.mining} if p.mining is not None else {}),
         }
 
     def retune(self, run_path: Path, data: str | None = None) -> RunResult:

@@ -74,8 +74,9 @@ def precision_flags(choice: str) -> dict:
     return {"bf16": choice == "bf16", "fp16": choice == "fp16", **({"use_cpu": True} if choice == "bf16" and not cuda else {})}
 
 
-def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_better: bool = True, **extra):
-    """TrainingArguments from a recipe: a checkpoint per evaluation, best checkpoint by `metric` kept and loaded at the end."""
+def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_better: bool = True, checkpoints: str = "checkpoints", **extra):
+    """TrainingArguments from a recipe: a checkpoint per evaluation (in run_dir/`checkpoints`), best checkpoint
+    by `metric` kept and loaded at the end."""
     import torch
     from transformers import TrainingArguments
 
@@ -87,7 +88,7 @@ def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_be
     )
     cuda = torch.cuda.is_available()
     return TrainingArguments(
-        output_dir=str(run_dir / "checkpoints"),
+        output_dir=str(run_dir / checkpoints),
         learning_rate=t.learning_rate,
         num_train_epochs=t.epochs,
         max_steps=t.max_steps,
@@ -136,21 +137,40 @@ def pad_collator(pad_id: int):
 
 @dataclass(frozen=True)
 class TrainingSpan:
-    """What this process trained: its seconds, the checkpoint it resumed from, and the epochs it covered
-    (after a resume, only the epochs trained since; tokens/s is measured on those)."""
+    """What this process trained: its seconds, the checkpoint it resumed from, and the epochs and tokens it
+    covered (after a resume, only those trained since; tokens/s is measured on those)."""
 
     seconds: float
     resumed_from: str | None
     epochs_trained: float
     evaluation_seconds: float  # spent in the dev evaluations inside training (part of `seconds`)
+    tokens: float  # epochs_trained x the tokens of one epoch
+    epochs_completed: float  # the run's epochs, resumed ones included
+    optimizer_steps: int
+    log: list[dict]  # the Trainer's log history
+
+    def then(self, later: TrainingSpan, stage: str) -> TrainingSpan:
+        """This span followed by a later training stage (its log entries tagged with `stage`, steps counted on)."""
+        log = self.log + [{**e, "stage": stage, **({"step": e["step"] + self.optimizer_steps} if "step" in e else {})} for e in later.log]
+        return TrainingSpan(
+            self.seconds + later.seconds,
+            self.resumed_from,
+            self.epochs_trained + later.epochs_trained,
+            self.evaluation_seconds + later.evaluation_seconds,
+            self.tokens + later.tokens,
+            self.epochs_completed + later.epochs_completed,
+            self.optimizer_steps + later.optimizer_steps,
+            log,
+        )
 
 
-def train_resuming(trainer, run_dir: Path) -> TrainingSpan:
-    """Train, resuming from the run's latest checkpoint when one exists (a crashed run reruns the same command)."""
+def train_resuming(trainer, epoch_tokens: int) -> TrainingSpan:
+    """Train, resuming from the latest checkpoint in the Trainer's output directory when one exists (a crashed
+    run reruns the same command). `epoch_tokens`: the tokens in one epoch of its training data."""
     import json
     import time
 
-    folder = run_dir / "checkpoints"
+    folder = Path(trainer.args.output_dir)
     checkpoints = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if folder.is_dir() else []
     start_epoch = 0.0
     if checkpoints and (checkpoints[-1] / "trainer_state.json").is_file():
@@ -173,4 +193,7 @@ def train_resuming(trainer, run_dir: Path) -> TrainingSpan:
     finally:
         trainer.evaluate = evaluate
     seconds = time.perf_counter() - started
-    return TrainingSpan(seconds, checkpoints[-1].name if checkpoints else None, float(trainer.state.epoch or 0) - start_epoch, evaluation)
+    completed = float(trainer.state.epoch or 0)
+    epochs = completed - start_epoch
+    resumed = checkpoints[-1].name if checkpoints else None
+    return TrainingSpan(seconds, resumed, epochs, evaluation, epoch_tokens * epochs, completed, trainer.state.global_step, list(trainer.state.log_history))
