@@ -139,6 +139,9 @@ def test_hard_negatives_are_the_clause_free_windows_that_fire_highest_first():
     assert best_segment_probability([NO_SEGMENT, NO_SEGMENT], logits[:2]) == 0.0
     assert choose_hard_negatives([0.2, 0.9, 0.6, 0.95, 0.5], min_score=0.5, limit=3) == [3, 1, 2]
     assert choose_hard_negatives([0.2, 0.4], min_score=0.5, limit=3) == []
+    control = choose_hard_negatives([0.2, 0.9, 0.6, 0.95, 0.5, 0.1, 0.0], min_score=0.5, limit=3, choose="random", seed=1)
+    assert len(control) == 3 and len(set(control)) == 3 and all(0 <= i < 7 for i in control)
+    assert choose_hard_negatives([0.2, 0.4], min_score=0.5, limit=3, choose="random") == []  # as many as would be mined
 
 
 def test_hard_negatives_need_a_pool_and_an_encoder():

@@ -114,6 +114,9 @@ class HardNegativesConfig(_Strict):
     min_score: float = Field(default=0.5, gt=0, lt=1, description="A window is a hard negative when one of its segments scores at least this for a label.")
     max_windows: int | None = Field(default=None, ge=1, description="Keep at most this many, highest scores first (default: as many as negative_ratio kept).")
     epochs: float = Field(default=1.0, gt=0, description="Epochs of continued training on the clause windows, the sampled negatives and the mined ones.")
+    choose: Literal["hardest", "random"] = Field(
+        default="hardest", description="random: as many left-out windows as would be mined, drawn at random (the control that tells mining from more data)."
+    )
 
 
 class SegmentsConfig(_Strict):

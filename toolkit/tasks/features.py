@@ -195,7 +195,8 @@ def segment_features(
     return kept, report, left_out
 
 
-def choose_hard_negatives(scores: list[float], min_score: float, limit: int) -> list[int]:
-    """Indices of the windows whose best segment score reaches `min_score`, highest first, at most `limit`."""
-    fired = sorted((i for i, v in enumerate(scores) if v >= min_score), key=lambda i: (-scores[i], i))
-    return fired[:limit]
+def choose_hard_negatives(scores: list[float], min_score: float, limit: int, choose: str = "hardest", seed: int = 0) -> list[int]:
+    """Indices of the windows whose best segment score reaches `min_score`, highest first, at most `limit`;
+    with choose="random", as many indices drawn at random from all the scored windows (the control)."""
+    fired = sorted((i for i, v in enumerate(scores) if v >= min_score), key=lambda i: (-scores[i], i))[:limit]
+    return sorted(random.Random(seed).sample(range(len(scores)), len(fired))) if choose == "random" else fired

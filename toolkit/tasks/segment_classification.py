@@ -136,12 +136,13 @@ def mine_hard_negatives(trainer, p: SegmentPrepared, hard: HardNegativesConfig, 
         logits = logits[0] if isinstance(logits, tuple) else logits
         scores = [best_segment_probability(ids, logits[i, : len(ids)]) for i, ids in enumerate(pool.local_ids)]
     limit = hard.max_windows or p.train_report.negative_windows_kept or len(pool.windows)
-    chosen = choose_hard_negatives(scores, hard.min_score, limit)
+    chosen = choose_hard_negatives(scores, hard.min_score, limit, hard.choose, seed)
     info = {
         "pool_available": len(p.left_out.windows),
         "pool_scored": len(pool.windows),
         "fired": sum(v >= hard.min_score for v in scores),
         "added": len(chosen),
+        "choose": hard.choose,
         "min_score": hard.min_score,
         "epochs": hard.epochs,
     }
