@@ -50,6 +50,10 @@ def test_a_tiny_segment_model_learns_the_sample_clauses_and_saves_its_thresholds
     assert tiny_segment_run.run["dev_thresholds"].startswith("cross-fitted")
     plan = json.loads((tiny_segment_run.run_dir / "data_report.json").read_text())
     assert plan["train"]["windows_with_spans"] > 0
+    # The learning curve carries threshold-free figures; the best checkpoint is chosen on cross-fitted F1.
+    evals = [json.loads(line) for line in (tiny_segment_run.run_dir / "train_log.jsonl").read_text().splitlines() if '"eval_loss"' in line]
+    assert evals and all(0 <= e["eval_macro_aupr"] <= 1 and 0 <= e["eval_tuned_jaccard_f1"] <= 1 for e in evals)
+    assert tiny_segment_run.run["best_checkpoint_dev_tuned_jaccard_f1"] == max(e["eval_tuned_jaccard_f1"] for e in evals)
 
 
 def test_eval_and_export_of_a_segment_run_apply_the_saved_thresholds(tiny_segment_run, tmp_path):

@@ -7,7 +7,9 @@ classifier with one logit per label; trains a segment's mean token logit with bi
 (positives weighted per label, or focal loss); saves; then scores the saved model on the dev documents
 with the same `SegmentClassifier` that `toolkit eval` and the service use, chooses per-label thresholds
 on dev (saved with the model), and reports the dev figures at thresholds cross-fitted over two halves
-of dev, so the figures are not scored on the documents that chose them.
+of dev, so the figures are not scored on the documents that chose them. Each evaluation during training
+also reports macro AUPR and Jaccard at cross-fitted thresholds (the learning curve a threshold at 0.5
+would hide), and the best checkpoint is the one with the best cross-fitted Jaccard F1.
 
 With `segments.hard_negatives`, training has a second stage: the trained model scores clause-free
 training windows that `windows.negative_ratio` left out, the ones where it fires join the training set,
@@ -28,7 +30,9 @@ from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
-from toolkit.infer.segmenter import SegmentClassifier
+from toolkit.evaluate.ranking import sweep_metrics
+from toolkit.evaluate.thresholds import cross_fitted_from_counts, threshold_counts
+from toolkit.infer.segmenter import DEFAULT_THRESHOLD, SegmentClassifier
 from toolkit.rundir import save_model_dir
 from toolkit.spans.label_space import LabelSpace
 from toolkit.tasks.features import FeatureReport, SegmentWindows, choose_hard_negatives, labels_to_learn, segment_features
@@ -204,7 +208,7 @@ class SegmentClassification(Flow):
         started = time.perf_counter()
         mined, p.mining = mine_hard_negatives(trainer, p, hard, recipe.seed)
         mining_seconds = time.perf_counter() - started
-        p.mining.update(seconds=round(mining_seconds, 1), first_stage_best_dev_jaccard_f1=trainer.state.best_metric)
+        p.mining.update(seconds=round(mining_seconds, 1), first_stage_best_dev_tuned_jaccard_f1=trainer.state.best_metric)
         if not mined.windows:
             return trainer, span  # nothing fired: another stage would only repeat the first
         more = p.train + mined
@@ -223,11 +227,20 @@ class SegmentClassification(Flow):
         scorer = SegmentClassifier(None, p.tokenizer, self._meta(recipe, p))  # decoding only: the Trainer runs the model
 
         def compute_metrics(pred) -> dict:
+            """Dev at 0.5, and what thresholds do not decide: macro AUPR over the threshold sweep and Jaccard
+            at thresholds cross-fitted over two halves of dev (as the final scoring), so a learning curve
+            shows how soon the model ranks clauses, whatever its calibration."""
             logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
             windows = p.dev.windows
             spans = scorer.decode(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)])
             summary = score(texts, golds, spans, bootstrap=0)["summary"]
-            return {k: summary[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")}
+            counts = threshold_counts(texts, golds, scorer.last_segments, scorer.last_probabilities, p.labels)
+            crossed = score(texts, golds, scorer.spans_at(texts, cross_fitted_from_counts(counts, DEFAULT_THRESHOLD)), bootstrap=0)["summary"]
+            return {
+                **{k: summary[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")},
+                "macro_aupr": sweep_metrics(counts, p.labels, bootstrap=0)["macro"].get("aupr", 0.0),
+                **{f"tuned_{k}": crossed[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "boundary_both_recall")},
+            }
 
         t, s = recipe.train, recipe.segments
         # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
@@ -268,7 +281,7 @@ class SegmentClassification(Flow):
         metrics, info = score_segment_model(recipe, run_dir, classifier, p.dev_records, p.labels)
         return metrics, {
             **info,
-            "best_checkpoint_dev_jaccard_f1": trainer.state.best_metric,
+            "best_checkpoint_dev_tuned_jaccard_f1": trainer.state.best_metric,
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
             **({"hard_negatives": p.mining} if p.mining is not None else {}),
