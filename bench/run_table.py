@@ -53,7 +53,7 @@ def main() -> None:
             evals = [e for e in map(json.loads, log.read_text(encoding="utf-8").splitlines()) if "eval_loss" in e] if log.is_file() else []
             if not evals:
                 continue
-            keys = [k for k in CURVE if f"eval_{k}" in evals[0]]
+            keys = [k for k in CURVE if any(f"eval_{k}" in e for e in evals)]  # later stages may log more
             print(f"\n{run.name}\n\n| step | epoch | stage | " + " | ".join(keys) + " |")
             print("|---" * (len(keys) + 3) + "|")
             for e in evals:
