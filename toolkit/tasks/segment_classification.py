@@ -245,7 +245,7 @@ class SegmentClassification(Flow):
         t, s = recipe.train, recipe.segments
         # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
         args = training_arguments(
-            recipe, run_dir, metric="jaccard_f1", remove_unused_columns=False, checkpoints=f"checkpoints_{stage}" if stage else "checkpoints"
+            recipe, run_dir, metric="tuned_jaccard_f1", remove_unused_columns=False, checkpoints=f"checkpoints_{stage}" if stage else "checkpoints"
         )
         if stage:
             args.num_train_epochs, args.max_steps = s.hard_negatives.epochs, -1
