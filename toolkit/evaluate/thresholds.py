@@ -24,8 +24,7 @@ from toolkit.spans.overlaps import SpanLike
 # Balanced positive weights push probabilities up, so the grid is fine near 1; plain BCE on rare labels
 # keeps them near 0 (an unweighted model on 80 CUAD contracts never reached 0.05), so it is fine near 0 too.
 THRESHOLD_GRID = tuple(
-    round(float(x), 3)
-    for x in [0.001, 0.002, 0.005, 0.01, 0.02, 0.03, *np.arange(0.05, 0.9, 0.05), 0.9, 0.925, 0.95, 0.96, 0.97, 0.98, 0.99, 0.995, 0.999]
+    round(float(x), 3) for x in [0.001, 0.002, 0.005, 0.01, 0.02, 0.03, *np.arange(0.05, 0.9, 0.05), 0.9, 0.925, 0.95, 0.96, 0.97, 0.98, 0.99, 0.995, 0.999]
 )
 
 
