@@ -31,14 +31,13 @@ from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import sweep_metrics
-from toolkit.evaluate.thresholds import cross_fitted_from_counts, threshold_counts
-from toolkit.infer.segmenter import DEFAULT_THRESHOLD, SegmentClassifier
+from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.rundir import save_model_dir
 from toolkit.spans.label_space import LabelSpace
 from toolkit.tasks.features import FeatureReport, SegmentWindows, choose_hard_negatives, labels_to_learn, segment_features
 from toolkit.tasks.flow import Flow, Prepared, RunResult
 from toolkit.tasks.models import build_segment_model
-from toolkit.tasks.segment_scoring import score_segment_model
+from toolkit.tasks.segment_scoring import score_segment_model, sweep_and_cross_fit
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
 
 
@@ -234,8 +233,8 @@ class SegmentClassification(Flow):
             windows = p.dev.windows
             spans = scorer.decode(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)])
             summary = score(texts, golds, spans, bootstrap=0)["summary"]
-            counts = threshold_counts(texts, golds, scorer.last_segments, scorer.last_probabilities, p.labels)
-            crossed = score(texts, golds, scorer.spans_at(texts, cross_fitted_from_counts(counts, DEFAULT_THRESHOLD)), bootstrap=0)["summary"]
+            counts, crossed_spans = sweep_and_cross_fit(scorer, texts, golds, p.labels)
+            crossed = score(texts, golds, crossed_spans, bootstrap=0)["summary"]
             return {
                 **{k: summary[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")},
                 "macro_aupr": sweep_metrics(counts, p.labels, bootstrap=0)["macro"].get("aupr", 0.0),

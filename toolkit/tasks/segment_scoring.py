@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from toolkit.config import Recipe
 from toolkit.data.schema import SpanRecord
 from toolkit.evaluate.metrics import score
@@ -15,6 +17,14 @@ from toolkit.evaluate.reporting import write_predictions
 from toolkit.evaluate.thresholds import choose_from_counts, cross_fitted_from_counts, threshold_counts
 from toolkit.infer.segmenter import DEFAULT_THRESHOLD
 from toolkit.rundir import META_FILE, MODEL_DIR, PREDICTIONS_FILE
+from toolkit.spans.decoding import PredictedSpan
+
+
+def sweep_and_cross_fit(classifier, texts: list[str], golds: list, labels: list[str]) -> tuple[np.ndarray, list[list[PredictedSpan]]]:
+    """For the documents `classifier` last predicted: their threshold counts (the sweep the ranking metrics
+    and threshold choice read) and their spans at thresholds cross-fitted over two halves of them."""
+    counts = threshold_counts(texts, golds, classifier.last_segments, classifier.last_probabilities, labels)
+    return counts, classifier.spans_at(texts, cross_fitted_from_counts(counts, DEFAULT_THRESHOLD))
 
 
 def score_segment_model(recipe: Recipe, run_dir: Path, classifier, dev_records: list[SpanRecord], labels: list[str]) -> tuple[dict, dict]:
@@ -23,11 +33,9 @@ def score_segment_model(recipe: Recipe, run_dir: Path, classifier, dev_records: 
     cross-fitted over two halves of dev, with CUAD's ranking metrics over the threshold sweep."""
     texts, golds = [r.text for r in dev_records], [r.spans for r in dev_records]
     fixed = classifier.predict(texts, recipe.train.eval_batch_size)
-    segments, probs = classifier.last_segments, classifier.last_probabilities
-    counts = threshold_counts(texts, golds, segments, probs, labels)
+    counts, crossed = sweep_and_cross_fit(classifier, texts, golds, labels)
     if recipe.segments.thresholds == "tuned":
         thresholds = choose_from_counts(counts, DEFAULT_THRESHOLD)
-        crossed = classifier.spans_at(texts, cross_fitted_from_counts(counts, DEFAULT_THRESHOLD))
     else:
         thresholds, crossed = [DEFAULT_THRESHOLD] * len(labels), fixed
     # The thresholds travel with the model: eval, export and the service apply them.
