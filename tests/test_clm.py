@@ -11,6 +11,7 @@ from toolkit.data.sample import SAMPLE_DIR
 from toolkit.data.schema import Span, SpanRecord
 from toolkit.evaluate.compare import System, summarize, table_rows
 from toolkit.evaluate.metrics import score
+from toolkit.infer.completions import CompletionSpec
 from toolkit.infer.constrained import LineGrammar
 from toolkit.infer.prompts import GeneratedLine as G
 from toolkit.infer.prompts import build_prompt, build_target, parse_output
@@ -18,7 +19,9 @@ from toolkit.infer.recovery import recover_offsets
 from toolkit.pretrained import load_tokenizer
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.tasks import plan_recipe, run_recipe
-from toolkit.tasks.features import generation_examples
+from toolkit.tasks.features import generation_examples, generation_windows
+
+TEXT = CompletionSpec("text")
 
 WINDOW = "Aspirin helps. We stopped aspirin and  started warfarin;\naspirin again."
 
@@ -90,7 +93,7 @@ def test_copy_processor_masks_tokens_that_leave_the_window(tiny_llama):
     prompt = tok("Spans:\n", add_special_tokens=False, return_tensors="pt")["input_ids"]
     done = tok("Chemical: war", add_special_tokens=False, return_tensors="pt")["input_ids"]
     ids = torch.cat([prompt, done], dim=1)
-    processor = make_copy_processor(tok, ["We stopped warfarin."], ["Chemical"], prompt.shape[1])
+    processor = make_copy_processor(tok, [LineGrammar("We stopped warfarin.", ["Chemical"])], prompt.shape[1])
     scores = torch.zeros((1, len(tok)))
     out = processor(ids, scores)
     allowed = [i for i in range(len(tok)) if out[0, i] > float("-inf")]
@@ -102,7 +105,8 @@ def test_copy_processor_masks_tokens_that_leave_the_window(tiny_llama):
 def test_loss_covers_only_the_completion(tiny_llama):
     tok = load_tokenizer(str(tiny_llama))
     rec = SpanRecord(id="a", text="We stopped warfarin.", spans=[Span(start=11, end=19, label="Chemical")])
-    (ex,), report = generation_examples(tok, [rec], ["Chemical"], 64, 16, chat_template=False)
+    windows, report = generation_windows(tok, [rec], TEXT, 64, 16)
+    (ex,), _ = generation_examples(tok, [rec], ["Chemical"], TEXT, windows, [0], chat_template=False)
     prompt_len = sum(1 for x in ex["labels"] if x == -100)
     assert ex["labels"][:prompt_len] == [-100] * prompt_len and -100 not in ex["labels"][prompt_len:]
     assert tok.decode(ex["input_ids"][:prompt_len]) == build_prompt(rec.text, ["Chemical"])
@@ -114,7 +118,7 @@ def test_spans_longer_than_a_window_are_reported(tiny_llama):
     tok = load_tokenizer(str(tiny_llama))
     text = " ".join(["the patient was given metformin"] * 20)
     rec = SpanRecord(id="a", text=text, spans=[Span(start=0, end=len(text), label="Chemical")])
-    _, report = generation_examples(tok, [rec], ["Chemical"], 32, 8, chat_template=False)
+    _, report = generation_windows(tok, [rec], TEXT, 32, 8)
     assert report.windows > 1 and report.spans_not_representable == 1
 
 
@@ -215,3 +219,28 @@ def test_eval_and_compare_apply_the_runs_label_map(tiny_bert, tmp_path):
     assert metrics["counts"]["gold_spans"] > 0  # raw Chemical/Disease spans are mapped to the run's Entity label
     summary = compare([str(tmp_path / "demo_mlm")], "sample:clinical_dev", tmp_path / "c", bootstrap=10, reuse=True)
     assert summary["systems"]["demo_mlm"]["counts"]["gold_spans"] == metrics["counts"]["gold_spans"]
+
+
+@pytest.mark.parametrize("target", ["segments", "anchors"])
+def test_tiny_decoder_overfits_in_the_compact_formats_with_a_selector(tiny_llama, tmp_path, target):
+    """segments and anchors with constrained decoding and the window selector, end to end: training, the
+    saved model (its selector beside it), scoring, and the figures the run reports about them."""
+    overrides = [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM, f"generation.target={target}", "generation.constrained=true"]
+    overrides += ["generation.selector.kind=linear", "generation.selector.recall=1.0", "eval.curve_docs=2"]
+    # Segments add up across windows; anchors need a clause whole in one window.
+    overrides += ["model.max_length=48", "model.stride=8"] if target == "segments" else ["model.max_length=96", "model.stride=32"]
+    # Clause-level labels of the contract sample: whole sentences, which segments can hold.
+    overrides += ["data.train=sample:contracts_train", "data.dev=sample:contracts_train", "data.labels=[Confidentiality,Governing Law,Termination]"]
+    recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", overrides)
+    result = run_recipe(recipe, tmp_path / target)
+    run = result.run
+    assert result.summary["span_f1"] == 1.0 and run["hallucinated_spans"] == 0 and run["malformed_lines"] == 0
+    assert run["target"] == target and run["windows_read"] <= run["windows"]
+    selector = result.metrics["selector"]
+    assert selector["kind"] == "linear" and selector["dev_spans"] > 0 and selector["dev_spans_reachable"] <= selector["dev_spans"]
+    meta = json.loads((tmp_path / target / "model" / "toolkit.json").read_text())
+    assert meta["target"] == target and (meta["selector"]["fitted"] == (tmp_path / target / "model" / "selector.joblib").is_file())
+    from toolkit.rundir import read_curve
+
+    curve = read_curve(tmp_path / target)
+    assert curve and curve[-1]["metrics"]["span_recall"] == result.summary["span_recall"]

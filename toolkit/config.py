@@ -101,6 +101,9 @@ class TrainConfig(_Strict):
     logging_steps: int = Field(default=10, ge=1)
     save_total_limit: int = Field(default=2, ge=1)
     group_by_length: bool = True
+    max_seconds: float | None = Field(
+        default=None, gt=0, description="Stop after this many seconds of training steps (evaluations excluded): a wall-clock budget to match between runs."
+    )
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         default="auto", description="auto: bf16 on CUDA devices that support it, else fp32; bf16 also runs on CPUs with bf16 units (avx512_bf16, amx_bf16)."
     )
@@ -133,12 +136,30 @@ class SegmentsConfig(_Strict):
     hard_negatives: HardNegativesConfig | None = Field(default=None, description="Hard-negative mining after training (off when absent).")
 
 
-class GenerationConfig(_Strict):
-    """span_generation only: how spans are generated and mapped back to the text."""
+class SelectorConfig(_Strict):
+    """span_generation: which windows the decoder reads (toolkit/infer/selector.py)."""
 
+    kind: Literal["none", "linear"] = Field(
+        default="none", description="linear: TF-IDF + logistic regression over window text, fitted on the training windows."
+    )
+    recall: float = Field(
+        default=0.95, gt=0, le=1, description="Share of training windows with spans the selector keeps (3-fold cross-validation sets its threshold)."
+    )
+
+
+class GenerationConfig(_Strict):
+    """span_generation only: how spans are written, generated and mapped back to the text."""
+
+    target: Literal["text", "anchors", "segments"] = Field(
+        default="text",
+        description="text: each span copied verbatim; anchors: its first and last words; segments: the numbers of the window's segments it covers (toolkit/infer/completions.py).",
+    )
+    anchor_words: int = Field(default=4, ge=1, description="anchors: words at each end of a span (shorter spans are written whole).")
+    min_overlap: float = Field(default=0.5, gt=0, le=1, description="segments: a segment belongs to a span when this share of its characters lies in it.")
+    selector: SelectorConfig = Field(default_factory=SelectorConfig)
     max_new_tokens: int = Field(default=128, ge=1, description="Generation budget per window.")
     batch_size: int = Field(default=8, ge=1, description="Windows generated together (left-padded).")
-    constrained: bool = Field(default=False, description="Copy decoding: span text restricted to substrings of the window.")
+    constrained: bool = Field(default=False, description="Constrained decoding: a completion can only name text (or segments) its window holds.")
     min_similarity: float = Field(default=90.0, ge=0, le=100, description="Fuzzy offset recovery threshold (rapidfuzz partial ratio, 0-100).")
     chat_template: bool = Field(default=False, description="Wrap prompt and target in the tokenizer's chat template (instruction-tuned models).")
 
@@ -177,6 +198,11 @@ class EvalConfig(_Strict):
     boundary_tolerance: list[int] = Field(default=[1, 3], description="k for boundary recall within +/-k tokens.")
     bootstrap: int = Field(default=1000, ge=0, description="Bootstrap resamples over documents for 95% CIs (0: none).")
     jaccard_threshold: float = Field(default=0.5, gt=0, le=1)
+    curve_docs: int | None = Field(
+        default=None,
+        ge=1,
+        description="At every checkpoint, predict the first N dev documents with the task's own predictor and log recall against training seconds (curve.jsonl; `toolkit compare --curves`).",
+    )
 
 
 class FloatRange(_Strict):
@@ -239,6 +265,10 @@ class Recipe(_Strict):
             )
         if self.segments.hard_negatives and self.model.name == "linear":
             raise ValueError("segments.hard_negatives trains an encoder on; the linear baseline already fits on every segment: drop it for model.name=linear")
+        if self.task != "span_generation" and self.generation != GenerationConfig():
+            raise ValueError("generation.* applies to span_generation only")
+        if self.eval.curve_docs and self.task.startswith("pretrain"):
+            raise ValueError("eval.curve_docs scores extraction: it applies to token_classification, segment_classification and span_generation")
         if self.model.name == "linear" and self.task != "segment_classification":
             raise ValueError("model.name=linear is the segment task's bag-of-words baseline: it needs task segment_classification")
         if self.model.quantization == "4bit" and not (self.task == "span_generation" and self.model.lora.enabled):

@@ -31,7 +31,7 @@ from pathlib import Path
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
-from toolkit.infer.prompts import render_prompt
+from toolkit.infer.selector import SELECTOR_FILE
 from toolkit.rundir import CONFIG_FILE, META_FILE, ONNX_FILE, Run, open_run, records_for, write_manifest
 from toolkit.spans.windows import text_windows
 
@@ -74,8 +74,8 @@ def _generator_outputs(generator, texts: list[str], windows) -> tuple[list, list
 
     tok = generator.tokenizer
     logits = []
-    for w in windows:
-        prompt = render_prompt(tok, texts[w.doc][w.start : w.end], generator.labels, generator.meta.get("chat_template", False))
+    for view in generator.views(texts)[0]:  # the same windows, read as the decoder reads them
+        prompt = generator.prompt(texts, view)
         enc = tok(prompt, return_tensors="pt", add_special_tokens=False, return_token_type_ids=False)
         with torch.inference_mode():
             logits.append(generator.model(**enc).logits[0, -1:].float().numpy())
@@ -244,6 +244,8 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
             info["scheme"] = f"weights int8 in blocks of {INT8_BLOCK}"
         else:
             info["fused_operators"] = _fuse(built["onnx_fp32"] / ONNX_FILE, directory / ONNX_FILE, json.loads((run.model_dir / "config.json").read_text()))
+    if (run.model_dir / SELECTOR_FILE).is_file() and not (directory / SELECTOR_FILE).is_file():
+        shutil.copy2(run.model_dir / SELECTOR_FILE, directory / SELECTOR_FILE)  # the CLM's candidate-window selector
     # toolkit.json says how to run the folder: the predictors read runtime and precision from it.
     meta = {**run.meta, "export": {"path": name, "runtime": runtime, "precision": precision}}
     (directory / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")

@@ -1,8 +1,9 @@
-"""span_generation inference: windows -> prompts -> generate -> parse -> offsets.
+"""span_generation inference: windows -> (selector) -> prompts -> generate -> read -> offsets.
 
-`toolkit eval`, the end-of-training evaluation and `toolkit compare` all call
-`SpanGenerator.predict`; generated text that cannot be located in its window is a
-hallucinated span, counted as a false positive and listed.
+`toolkit eval`, the end-of-training evaluation, the training curve and `toolkit compare` all call
+`SpanGenerator.predict`; the completion format (`generation.target`) is saved with the model
+(completions.py). What a completion names that cannot be located in its window is a hallucinated span,
+counted as a false positive and listed.
 """
 
 from __future__ import annotations
@@ -13,29 +14,46 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.infer.backend import load_model_dir
-from toolkit.infer.prompts import parse_output, render_prompt
-from toolkit.infer.recovery import recover_offsets
-from toolkit.rundir import Run
+from toolkit.infer.completions import CompletionSpec, WindowReading, document_spans, prompt_body, read_completion, window_view
+from toolkit.infer.prompts import render_prompt
+from toolkit.infer.selector import WindowSelector
+from toolkit.rundir import Run, open_run
 from toolkit.spans.decoding import PredictedSpan
+from toolkit.spans.segments import segment_text
 from toolkit.spans.windows import text_windows
 
 
 class SpanGenerator:
     """A trained span-generation model: generates each window's spans and maps them back to character offsets."""
 
-    def __init__(self, model, tokenizer, meta: dict, device: str = "cpu"):
+    def __init__(self, model, tokenizer, meta: dict, device: str = "cpu", selector: WindowSelector | None = None):
         self.model = model.eval() if hasattr(model, "eval") else model
         self.tokenizer = tokenizer
         self.meta = meta
         self.labels = list(meta["labels"])
+        self.spec = CompletionSpec.from_meta(meta)
         self.device = device
+        self.selector = selector
         self.last_report: dict = {}
+        self.last_selection: tuple[list, list[bool]] = ([], [])  # (windows, read by the decoder) of the last predict
 
     @classmethod
     def load(cls, run: Run | Path, device: str | None = None) -> SpanGenerator:
-        return cls(*load_model_dir(run, "AutoModelForCausalLM", device))
+        run = run if isinstance(run, Run) else open_run(run)
+        model, tokenizer, meta, device = load_model_dir(run, "AutoModelForCausalLM", device)
+        return cls(model, tokenizer, meta, device, WindowSelector.load(run.model_dir, meta))
 
-    def generate(self, prompts: Sequence[str], windows: Sequence[str], constrained: bool) -> tuple[list[tuple[str, bool]], int]:
+    def prompt(self, texts: Sequence[str], view) -> str:
+        """One window's prompt as the model sees it (export parity reads the same)."""
+        return render_prompt(self.tokenizer, prompt_body(self.spec, view, texts[view.doc], self.labels), self.meta.get("chat_template", False))
+
+    def views(self, texts: Sequence[str]) -> tuple[list, list[list[tuple[int, int]]]]:
+        """Every window of every document as the decoder reads it, and each document's segments (segments target)."""
+        windows = text_windows(self.tokenizer, list(texts), self.meta["max_length"], self.meta["stride"])
+        segments = [segment_text(t) for t in texts] if self.spec.target == "segments" else [[] for _ in texts]
+        return [window_view(self.spec, w.doc, texts[w.doc], w.start, w.end, segments[w.doc]) for w in windows], segments
+
+    def generate(self, prompts: Sequence[str], grammars: Sequence | None) -> tuple[list[tuple[str, bool]], int]:
         """Greedy completions for a batch of prompts (left-padded): (text, ended with EOS) each, and the generated-token count."""
         import torch
 
@@ -44,7 +62,7 @@ class SpanGenerator:
         self.tokenizer.padding_side = "left"
         enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False).to(self.device)
         width = enc["input_ids"].shape[1]
-        processors = [make_copy_processor(self.tokenizer, windows, self.labels, width)] if constrained else None
+        processors = [make_copy_processor(self.tokenizer, grammars, width)] if grammars is not None else None
         with torch.inference_mode():
             out = self.model.generate(
                 **enc,
@@ -65,49 +83,51 @@ class SpanGenerator:
         return texts, count
 
     def predict(self, texts: Sequence[str], constrained: bool | None = None, batch_size: int | None = None) -> list[list[PredictedSpan]]:
+        from toolkit.infer.constrained import grammar_for
+
         constrained = self.meta.get("constrained", False) if constrained is None else constrained
         batch_size = batch_size or self.meta.get("batch_size", 8)
         started = time.perf_counter()
-        windows = text_windows(self.tokenizer, list(texts), self.meta["max_length"], self.meta["stride"])
-        spans: list[dict[tuple[int, int, str], PredictedSpan]] = [{} for _ in texts]
-        methods: Counter = Counter()
-        hallucinated, unknown, malformed, truncated, duplicates, generated_tokens = [], 0, 0, 0, 0, 0
-        order = sorted(range(len(windows)), key=lambda i: windows[i].end - windows[i].start)
+        texts = list(texts)
+        views, segments = self.views(texts)
+        read = self.selector.flags([v.text for v in views]) if self.selector else [True] * len(views)
+        self.last_selection = (views, read)
+        readings = [WindowReading() for _ in views]
+        truncated, generated_tokens = 0, 0
+        order = sorted((i for i in range(len(views)) if read[i]), key=lambda i: views[i].end - views[i].start)
         for lo in range(0, len(order), batch_size):
-            batch = [windows[i] for i in order[lo : lo + batch_size]]
-            window_texts = [texts[w.doc][w.start : w.end] for w in batch]
-            prompts = [render_prompt(self.tokenizer, t, self.labels, self.meta.get("chat_template", False)) for t in window_texts]
-            outputs, n = self.generate(prompts, window_texts, constrained)
+            batch = order[lo : lo + batch_size]
+            prompts = [self.prompt(texts, views[i]) for i in batch]
+            grammars = [grammar_for(self.spec, views[i], self.labels) for i in batch] if constrained else None
+            outputs, n = self.generate(prompts, grammars)
             generated_tokens += n
-            for w, window_text, (output, finished) in zip(batch, window_texts, outputs):
+            for i, (output, finished) in zip(batch, outputs):
                 if not finished:
                     # Cut off by max_new_tokens: the last line may be incomplete; it is dropped and counted.
                     output, _, tail = output.rpartition("\n")
                     truncated += 1 if tail.strip() else 0
-                parsed = parse_output(output, self.labels)
-                unknown += len(parsed.unknown_labels)
-                malformed += len(parsed.malformed)
-                found = recover_offsets(window_text, parsed.spans, self.meta.get("min_similarity", 90.0))
-                hallucinated += [{"doc": w.doc, "label": h.label, "text": h.text} for h in found.hallucinated]
-                duplicates += len(found.duplicates)
-                for s in found.spans:
-                    methods[s.method] += 1
-                    key = (w.start + s.start, w.start + s.end, s.label)
-                    # Windows overlap: a span found twice is one span.
-                    spans[w.doc].setdefault(key, PredictedSpan(key[0], key[1], s.label, s.similarity / 100.0))
+                readings[i] = read_completion(self.spec, views[i], output, self.labels)
+        by_doc: list[list[int]] = [[] for _ in texts]
+        for i, v in enumerate(views):
+            by_doc[v.doc].append(i)
+        spans = [document_spans(self.spec, [views[i] for i in idx], [readings[i] for i in idx], self.labels, segments[d]) for d, idx in enumerate(by_doc)]
         seconds = time.perf_counter() - started
+        hallucinated = [{"doc": views[i].doc, "label": h.label, "text": h.text} for i, r in enumerate(readings) for h in r.hallucinated]
+        methods = Counter(m for r in readings for m in r.methods)
         self.last_report = {
             "seconds": round(seconds, 2),
-            "windows": len(windows),
+            "target": self.spec.target,
+            "windows": len(views),
+            "windows_read": sum(read),
             "generated_tokens": generated_tokens,
             "generated_tokens_per_second": round(generated_tokens / seconds, 2) if seconds else None,
             "constrained": constrained,
             "recovered_by": dict(methods),
             "hallucinated_spans": len(hallucinated),
             "hallucinated": hallucinated,
-            "unknown_label_lines": unknown,
-            "malformed_lines": malformed,
+            "unknown_label_lines": sum(len(r.unknown_labels) for r in readings),
+            "malformed_lines": sum(len(r.malformed) for r in readings),
             "truncated_outputs": truncated,
-            "repeated_spans": duplicates,
+            "repeated_spans": sum(r.duplicates for r in readings),
         }
-        return [sorted(d.values(), key=lambda s: (s.start, s.end, s.label)) for d in spans]
+        return spans

@@ -1,4 +1,5 @@
-"""span_generation's prompt and target format. Pure: no torch, no I/O.
+"""span_generation's `text` format (the others are in completions.py) and the line parsing every
+format shares. Pure: no torch, no I/O.
 
 Prompt (one per window of a document):
 
@@ -68,9 +69,8 @@ def parse_output(output: str, labels: Sequence[str]) -> ParsedOutput:
     return ParsedOutput(spans, unknown, malformed)
 
 
-def render_prompt(tokenizer, window_text: str, labels: list[str], chat_template: bool) -> str:
-    """The prompt as the model sees it: plain, or wrapped in the tokenizer's chat template."""
-    prompt = build_prompt(window_text, labels)
+def render_prompt(tokenizer, prompt: str, chat_template: bool) -> str:
+    """A prompt (`completions.prompt_body`) as the model sees it: plain, or wrapped in the tokenizer's chat template."""
     if chat_template:
         return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
     return prompt

@@ -1,7 +1,7 @@
 """Training and evaluation features for both tracks, from the same windows (no torch).
 
 token_classification: documents -> token windows with per-token targets (`token_features`).
-span_generation: documents -> text windows -> prompt + completion examples (`generation_examples`).
+span_generation: documents -> text windows (`generation_windows`) -> prompt + completion examples (`generation_examples`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from toolkit.config import Recipe
 from toolkit.data.records import filter_labels
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
-from toolkit.infer.prompts import build_target, render_prompt
+from toolkit.infer.prompts import render_prompt
 from toolkit.spans.alignment import IGNORE, flat_targets, multi_label_targets, representable
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window, make_windows, text_windows
@@ -94,40 +94,61 @@ def token_features(
     return windows, [targets[i][0] for i in keep], report
 
 
-def generation_examples(
-    tokenizer,
-    records: list[SpanRecord],
-    labels: list[str],
-    max_length: int,
-    stride: int,
-    chat_template: bool,
-    negative_ratio: float | None = None,
-    seed: int = 0,
-) -> tuple[list[dict], FeatureReport]:
-    """input_ids = prompt + target + EOS; labels mask the prompt (-100) so the loss covers only the completion."""
-    # spans_not_representable: spans never wholly inside one window
+@dataclass
+class GenerationWindows:
+    """span_generation's windows of a set of documents, as the decoder reads them (completions.WindowView),
+    each document's segments (segments target) and whether each window holds any part of a span."""
+
+    views: list
+    segments: list[list[tuple[int, int]]]
+    positive: list[bool]
+
+
+def generation_windows(tokenizer, records: list[SpanRecord], spec, max_length: int, stride: int) -> tuple[GenerationWindows, FeatureReport]:
+    """Every window of every document. spans_not_representable: for text and anchors, spans never wholly
+    inside one window; for segments, spans no segment of their label carries."""
+    from toolkit.infer.completions import window_view
+    from toolkit.spans.segment_decoding import segment_targets
+    from toolkit.spans.segments import segment_text
+
     report = FeatureReport(documents=len(records), spans=sum(len(r.spans) for r in records))
-    windows = text_windows(tokenizer, [r.text for r in records], max_length, stride)
-    covered: set[tuple[int, int, int, str]] = set()
-    items = []
-    for w in windows:
-        rec = records[w.doc]
-        inside = [s for s in rec.spans if w.start <= s.start and s.end <= w.end]
-        covered |= {(w.doc, s.start, s.end, s.label) for s in inside}
-        items.append((w, inside))
-    report.spans_not_representable = report.spans - len(covered)
-    report.windows = len(items)
-    report.windows_with_spans = sum(bool(i) for _, i in items)
-    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives([bool(i) for _, i in items], negative_ratio, seed)
-    items = [items[k] for k in keep]
-    examples = []
-    for w, inside in items:
-        text = records[w.doc].text[w.start : w.end]
-        prompt_ids = tokenizer(render_prompt(tokenizer, text, labels, chat_template), add_special_tokens=False)["input_ids"]
-        target_ids = tokenizer(build_target(text, inside, w.start), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    texts = [r.text for r in records]
+    segments = [segment_text(t) for t in texts] if spec.target == "segments" else [[] for _ in texts]
+    views = [window_view(spec, w.doc, texts[w.doc], w.start, w.end, segments[w.doc]) for w in text_windows(tokenizer, texts, max_length, stride)]
+    positive = [any(v.start < s.end and s.start < v.end for s in records[v.doc].spans) for v in views]
+    if spec.target == "segments":
+        for r, segs in zip(records, segments):
+            labels = sorted({s.label for s in r.spans})
+            carried = segment_targets(segs, r.spans, labels, spec.min_overlap)
+            for s in r.spans:
+                j = labels.index(s.label)
+                report.spans_not_representable += not any(carried[k][j] for k, (a, b) in enumerate(segs) if a < s.end and s.start < b)
+    else:
+        covered = {(v.doc, s.start, s.end, s.label) for v in views for s in records[v.doc].spans if v.start <= s.start and s.end <= v.end}
+        report.spans_not_representable = report.spans - len(covered)
+    report.windows = len(views)
+    report.windows_with_spans = sum(positive)
+    return GenerationWindows(views, segments, positive), report
+
+
+def generation_examples(
+    tokenizer, records: list[SpanRecord], labels: list[str], spec, windows: GenerationWindows, keep: list[int], chat_template: bool
+) -> tuple[list[dict], int]:
+    """Examples for the windows `keep` indexes: input_ids = prompt + completion + EOS; labels mask the prompt
+    (-100) so the loss covers only the completion. Returns (examples, their tokens)."""
+    from toolkit.infer.completions import build_completion, prompt_body
+
+    examples, tokens = [], 0
+    for i in keep:
+        view = windows.views[i]
+        rec = records[view.doc]
+        prompt = render_prompt(tokenizer, prompt_body(spec, view, rec.text, labels), chat_template)
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        completion = build_completion(spec, view, rec.spans, labels, windows.segments[view.doc])
+        target_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         examples.append({"input_ids": prompt_ids + target_ids, "labels": [-100] * len(prompt_ids) + target_ids})
-        report.tokens += len(prompt_ids) + len(target_ids)
-    return examples, report
+        tokens += len(prompt_ids) + len(target_ids)
+    return examples, tokens
 
 
 @dataclass
