@@ -179,16 +179,49 @@ def eval_(
 @app.command("compare")
 def compare_(
     systems: Annotated[list[str], typer.Argument(metavar="RUN_OR_RECIPE...", help="Run directories or recipes (trained first when their run is missing).")],
-    data: Annotated[str, typer.Option(help="Span JSONL every system is scored on (or sample:NAME).")],
+    data: Annotated[str | None, typer.Option(help="Span JSONL every system is scored on (or sample:NAME); not with --curves.")] = None,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/compare"),
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for CIs and the paired test.")] = 1000,
     tolerance: Annotated[list[int] | None, typer.Option(help="k for boundary recall within +/-k words (repeatable).")] = None,
     max_docs: Annotated[int | None, typer.Option(help="Score the first N documents only (CLM generation is slow on CPU).")] = None,
     reuse_predictions: Annotated[bool, typer.Option(help="Use a run's saved dev predictions when they cover these documents (no new inference).")] = False,
+    curves: Annotated[
+        bool, typer.Option(help="Compare the runs' learning curves (recall at each checkpoint against training seconds; runs trained with eval.curve_docs).")
+    ] = False,
 ) -> None:
     """Compare systems (e.g. MLM vs CLM) on the same documents with the one scorer."""
     from toolkit.evaluate.compare import compare, table_rows
     from toolkit.tasks import ensure_run
+
+    if curves:
+        from toolkit.evaluate.curves import compare_curves
+
+        summary = compare_curves([Path(s) for s in systems], out, tolerance or [3])
+        table = Table(
+            "system",
+            "train s",
+            "step",
+            "both exact",
+            *(f"both +/-{k}" for k in tolerance or [3]),
+            title=f"at {summary['common_budget_seconds']:.0f} s of training",
+        )
+        for name, p in summary["at_common_budget"].items():
+            if p is None:
+                table.add_row(name, "-", "-", "no checkpoint yet")
+                continue
+            table.add_row(
+                name,
+                f"{p['train_seconds']:.0f}",
+                str(p["step"]),
+                *(f"{p[k]:.3f}" for k in ["boundary_both_recall", *(f"boundary_both_within_{k}_recall" for k in tolerance or [3])]),
+            )
+        console.print(table)
+        console.print(f"wrote {out}/curves.md, curves.json, curves.png")
+        return
+    if data is None:
+        raise ToolkitError(
+            "toolkit compare needs --data (the documents every system is scored on)", fix="add --data FILE, or --curves to compare learning curves"
+        )
 
     # Recipes are trained first when their run is missing.
     summary = compare([ensure_run(s) for s in systems], data, out, bootstrap, tolerance or [1, 3], max_docs=max_docs, reuse=reuse_predictions)

@@ -36,6 +36,7 @@ METRICS_FILE = "metrics.json"
 REPORT_FILE = "report.md"
 PREDICTIONS_FILE = "predictions.jsonl"
 HALLUCINATIONS_FILE = "hallucinations.jsonl"
+CURVE_FILE = "curve.jsonl"
 MODEL_DIR = "model"
 META_FILE = "toolkit.json"
 MANIFEST = "manifest.json"
@@ -237,3 +238,16 @@ def verify_artifact(directory: Path) -> dict:
         if sha256_of(f) != entry["sha256"]:
             raise ToolkitError(f"{directory}: {name} does not match its sha256 in {MANIFEST}", fix="re-export the run; artifacts must not be edited")
     return manifest
+
+
+def read_curve(run_dir: Path) -> list[dict]:
+    """A run's learning curve (curve.jsonl, written with eval.curve_docs), in order of training seconds."""
+    path = Path(run_dir) / CURVE_FILE
+    if not path.is_file():
+        return []
+    points = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            point = json.loads(line)
+            points[(point.get("stage"), point["step"])] = point  # a resumed run scores a checkpoint again: keep the last
+    return sorted(points.values(), key=lambda p: p["train_seconds"])

@@ -47,12 +47,40 @@ class RunResult:
 class Flow:
     """One task's steps. Subclasses implement prepare, trainer, save and evaluate."""
 
+    clock = None  # the run's TrainingClock (curves.py), set by `instrument`
+
     def prepare(self, recipe: Recipe) -> Prepared:
         raise NotImplementedError
 
     def trainer(self, recipe: Recipe, run_dir: Path, prepared: Prepared):
         """A transformers Trainer (checkpoints in run_dir/checkpoints)."""
         raise NotImplementedError
+
+    def predictor(self, recipe: Recipe, prepared: Prepared, model):
+        """The task's predictor (Tagger, SegmentClassifier, SpanGenerator) over a model in training, for the
+        learning curve (eval.curve_docs)."""
+        raise NotImplementedError(f"{type(self).__name__} has no predictor")
+
+    def curve_predictions(self, recipe: Recipe, prepared: Prepared, model, records) -> tuple[list, list[list[str]], float]:
+        """(predictions, unlocated labels per document, seconds) of the model in training on `records`."""
+        from toolkit.infer import predict_with_report
+
+        predictions, unlocated, report = predict_with_report(self.predictor(recipe, prepared, model), [r.text for r in records])
+        return predictions, unlocated, report["seconds"]
+
+    def instrument(self, trainer, recipe: Recipe, run_dir: Path, prepared: Prepared, stage: str | None = None) -> None:
+        """The training clock (and budget, train.max_seconds) and the learning curve (eval.curve_docs) on a
+        Trainer; a later training stage shares the first stage's clock."""
+        from toolkit.rundir import CURVE_FILE
+        from toolkit.tasks.curves import CurveCallback, TrainingClock
+
+        if getattr(self, "clock", None) is None:
+            self.clock = TrainingClock(recipe.train.max_seconds)
+        trainer.add_callback(self.clock)
+        if recipe.eval.curve_docs:
+            records = prepared.dev_records[: recipe.eval.curve_docs]  # type: ignore[attr-defined]
+            predict = lambda model: self.curve_predictions(recipe, prepared, model, records)  # noqa: E731
+            trainer.add_callback(CurveCallback(self.clock, predict, records, recipe, run_dir / CURVE_FILE, stage))
 
     def before_training(self, trainer, prepared: Prepared) -> None:
         """Runs on every process before training (collective work, e.g. a held-out score)."""
@@ -64,6 +92,7 @@ class Flow:
         """(trainer, TrainingSpan): build the Trainer and train it, resuming from its checkpoints. A task
         that trains in stages (segment_classification's hard negatives) extends this."""
         trainer = self.trainer(recipe, run_dir, prepared)
+        self.instrument(trainer, recipe, run_dir, prepared)
         self.before_training(trainer, prepared)
         span = train_resuming(trainer, prepared.train_tokens)
         self.after_training(trainer, prepared)
@@ -99,6 +128,7 @@ def run_flow(flow: Flow, recipe: Recipe, run_dir: Path) -> RunResult | None:
     from transformers import set_seed
 
     set_seed(recipe.seed)
+    flow.clock = None  # a fresh clock per run (a sweep may reuse the flow)
     prepared = flow.prepare(recipe)
     if is_main_process():
         start_run_dir(recipe, run_dir, prepared.plan)
@@ -112,6 +142,9 @@ def run_flow(flow: Flow, recipe: Recipe, run_dir: Path) -> RunResult | None:
     run = {
         "model": recipe.model.name,
         "train_seconds": round(span.seconds, 1),
+        # Seconds of training steps alone (no evaluations, no curve): what train.max_seconds budgets.
+        "train_step_seconds": round(flow.clock.seconds, 1),
+        "stopped_by_time_budget": flow.clock.stopped_by_budget,
         "epochs_completed": round(span.epochs_completed, 2),
         "epochs_trained_this_process": round(span.epochs_trained, 4),
         "optimizer_steps": span.optimizer_steps,

@@ -212,6 +212,7 @@ class SegmentClassification(Flow):
             return trainer, span  # nothing fired: another stage would only repeat the first
         more = p.train + mined
         trainer = self.trainer(recipe, run_dir, p, train=more, stage="hard_negatives")
+        self.instrument(trainer, recipe, run_dir, p, stage="hard_negatives")
         later = train_resuming(trainer, sum(len(w.input_ids) for w in more.windows))
         # Scoring the pool is not training steps: it counts like an evaluation (in seconds, out of tokens/s).
         later = dataclasses.replace(later, seconds=later.seconds + mining_seconds, evaluation_seconds=later.evaluation_seconds + mining_seconds)
@@ -270,6 +271,17 @@ class SegmentClassification(Flow):
             "min_overlap": recipe.segments.min_overlap,
             "thresholds": None,
         }
+
+    def predictor(self, recipe: Recipe, p: SegmentPrepared, model) -> SegmentClassifier:
+        return SegmentClassifier(model, p.tokenizer, self._meta(recipe, p), str(next(model.parameters()).device))
+
+    def curve_predictions(self, recipe: Recipe, p: SegmentPrepared, model, records) -> tuple[list, list[list[str]], float]:
+        """Spans at thresholds cross-fitted over two halves of the curve documents, as the final scoring does."""
+        classifier = self.predictor(recipe, p, model)
+        texts = [r.text for r in records]
+        classifier.predict(texts, recipe.train.eval_batch_size)
+        _, crossed = sweep_and_cross_fit(classifier, texts, [r.spans for r in records], p.labels)
+        return crossed, [[] for _ in records], classifier.last_report["seconds"]
 
     def save(self, recipe: Recipe, p: SegmentPrepared, model, directory: Path) -> None:
         """A model directory loadable by `SegmentClassifier.load` and exportable; thresholds are added by `evaluate`."""

@@ -208,8 +208,13 @@ class TokenClassification(Flow):
 
     def save(self, recipe: Recipe, p: TokenPrepared, model, directory: Path) -> None:
         """A model directory loadable by `Tagger.load` and exportable."""
-        meta = {"task": "token_classification", **p.space.to_meta(), "max_length": recipe.model.max_length, "stride": recipe.model.stride}
-        save_model_dir(model, p.tokenizer, directory, meta)
+        save_model_dir(model, p.tokenizer, directory, self.meta(recipe, p))
+
+    def meta(self, recipe: Recipe, p: TokenPrepared) -> dict:
+        return {"task": "token_classification", **p.space.to_meta(), "max_length": recipe.model.max_length, "stride": recipe.model.stride}
+
+    def predictor(self, recipe: Recipe, p: TokenPrepared, model) -> Tagger:
+        return Tagger(model, p.tokenizer, self.meta(recipe, p), str(next(model.parameters()).device))
 
     def evaluate(self, recipe: Recipe, run_dir: Path, p: TokenPrepared, trainer) -> tuple[dict, dict]:
         tagger = Tagger.load(run_dir)  # score exactly what was saved

@@ -1,0 +1,88 @@
+"""Training budgets (train.max_seconds) and learning curves (eval.curve_docs), and `toolkit compare --curves`."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import OVERFIT_FIVE, REPO
+
+from toolkit.config import load_recipe
+from toolkit.errors import ToolkitError
+from toolkit.evaluate.curves import at_budget, compare_curves, summarize_curves
+from toolkit.rundir import read_curve
+from toolkit.tasks import run_recipe
+from toolkit.tasks.curves import CLOCK_FILE
+
+
+def tagger_run(model, out, name, *overrides):
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={model}",
+            f"output_dir={out}",
+            f"name={name}",
+            *OVERFIT_FIVE,
+            "eval.bootstrap=20",
+            "eval.curve_docs=3",
+            "train.eval_every=10",
+            *overrides,
+        ],
+    )
+    return run_recipe(recipe, out / name)
+
+
+def test_a_time_budget_stops_training_and_every_checkpoint_is_on_the_curve(tiny_bert, tmp_path):
+    result = tagger_run(tiny_bert, tmp_path, "budget", "train.max_seconds=0.5", "train.epochs=1000", "train.eval_every=25")
+    run = result.run
+    assert run["stopped_by_time_budget"] and 0.5 <= run["train_step_seconds"] < 10
+    assert run["optimizer_steps"] < 1000  # an epoch is one step: cut short
+    curve = read_curve(tmp_path / "budget")
+    # One point per evaluation, the last one at the budget's final checkpoint, scored by the task's predictor.
+    assert [p["step"] for p in curve] == sorted({*range(25, run["optimizer_steps"] + 1, 25), run["optimizer_steps"]})
+    assert curve[-1]["train_seconds"] == pytest.approx(run["train_step_seconds"], abs=0.1)
+    assert all(a["train_seconds"] <= b["train_seconds"] for a, b in zip(curve, curve[1:]))
+    assert curve[-1]["documents"] == 3 and "boundary_both_within_3_recall" in curve[-1]["metrics"] and curve[-1]["ci95"]
+    checkpoint = sorted((tmp_path / "budget" / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))[-1]
+    assert json.loads((checkpoint / CLOCK_FILE).read_text())["step"] == run["optimizer_steps"]
+
+
+def test_compare_curves_puts_runs_side_by_side_at_a_common_budget(tiny_bert, tmp_path):
+    tagger_run(tiny_bert, tmp_path, "short", "train.max_seconds=0.3")
+    tagger_run(tiny_bert, tmp_path, "long")
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit", "compare", str(tmp_path / "short"), str(tmp_path / "long"), "--curves", "--out", str(tmp_path / "cmp")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "cmp" / "curves.json").read_text())
+    short, long_ = summary["systems"]["short"]["points"], summary["systems"]["long"]["points"]
+    assert summary["common_budget_seconds"] == short[-1]["train_seconds"]
+    # Each system is read at its last checkpoint within the common budget.
+    assert summary["at_common_budget"]["short"]["step"] == short[-1]["step"]
+    expected = at_budget(long_, summary["common_budget_seconds"])
+    assert (summary["at_common_budget"]["long"] or {}).get("step") == (expected or {}).get("step")
+    assert (tmp_path / "cmp" / "curves.png").stat().st_size > 0 and "| step | train s |" in (tmp_path / "cmp" / "curves.md").read_text()
+
+
+def test_curves_of_different_documents_are_refused(tiny_bert, tmp_path):
+    tagger_run(tiny_bert, tmp_path, "three")
+    tagger_run(tiny_bert, tmp_path, "two", "eval.curve_docs=2")
+    with pytest.raises(ToolkitError, match="different documents"):
+        compare_curves([tmp_path / "three", tmp_path / "two"], tmp_path / "cmp", [3])
+    tagger_run(tiny_bert, tmp_path, "none", "eval.curve_docs=null")
+    with pytest.raises(ToolkitError, match="without a learning curve"):
+        compare_curves([tmp_path / "three", tmp_path / "none"], tmp_path / "cmp", [3])
+
+
+def test_summarize_curves_reads_each_system_at_its_last_point_within_the_budget():
+    def point(step, seconds, recall):
+        return {"step": step, "train_seconds": seconds, "metrics": {"boundary_both_recall": recall}, "ci95": {}}
+
+    curves = {"a": {"points": [point(10, 5.0, 0.1), point(20, 10.0, 0.3)]}, "b": {"points": [point(5, 4.0, 0.2), point(10, 8.0, 0.4), point(15, 12.0, 0.5)]}}
+    s = summarize_curves(curves, [3])
+    assert s["common_budget_seconds"] == 10.0
+    assert s["at_common_budget"]["a"]["step"] == 20 and s["at_common_budget"]["b"]["step"] == 10

@@ -1,0 +1,105 @@
+"""A run's training budget and its learning curve, the same way for every task.
+
+- `TrainingClock` sums the seconds of training steps only (the Trainer's evaluations and the curve's own
+  predictions are left out), so two runs can be given the same budget (`train.max_seconds`) and compared
+  at equal training time. The clock is saved with each checkpoint, so a resumed run keeps its count.
+- `CurveCallback` (with `eval.curve_docs: N`): at every checkpoint, the model as it stands predicts the
+  first N dev documents with the task's own predictor (the one `toolkit eval` and the service use) and
+  the scores go to `curve.jsonl` with the training seconds, steps and inference seconds per document.
+  `toolkit compare --curves` puts several runs' curves side by side.
+
+These are transformers TrainerCallbacks: the Trainer owns the loop; the callbacks only watch and stop it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from toolkit.config import Recipe
+from toolkit.data.schema import SpanRecord
+from toolkit.evaluate.metrics import score
+
+CLOCK_FILE = "toolkit_clock.json"
+# What a curve point keeps of the scorer's output (with their 95% CIs).
+CURVE_KEYS = ("span_recall", "span_precision", "span_f1", "jaccard_recall", "jaccard_f1", "boundary_both_recall", "hallucination_rate")
+
+
+def _callback_base():
+    from transformers import TrainerCallback
+
+    return TrainerCallback
+
+
+class TrainingClock(_callback_base()):
+    """Seconds of training steps; stops training once they reach `max_seconds` (with a final checkpoint)."""
+
+    def __init__(self, max_seconds: float | None = None):
+        self.max_seconds = max_seconds
+        self.seconds = 0.0
+        self._step_started: float | None = None
+        self.stopped_by_budget = False
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir)
+        saved = sorted(folder.glob(f"checkpoint-*/{CLOCK_FILE}"), key=lambda p: int(p.parent.name.split("-")[-1])) if folder.is_dir() else []
+        if saved and state.global_step == 0 and self.seconds == 0.0:
+            # A resumed run: the Trainer restores its step after this call; the clock restores its seconds.
+            self.seconds = float(json.loads(saved[-1].read_text(encoding="utf-8"))["train_seconds"])
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._step_started is not None:
+            self.seconds += time.perf_counter() - self._step_started
+            self._step_started = None
+        if self.max_seconds is not None and self.seconds >= self.max_seconds and not control.should_training_stop:
+            self.stopped_by_budget = True
+            control.should_training_stop = True
+            control.should_evaluate = True
+            control.should_save = True
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.is_dir() and state.is_world_process_zero:
+            (folder / CLOCK_FILE).write_text(json.dumps({"train_seconds": round(self.seconds, 2), "step": state.global_step}), encoding="utf-8")
+
+
+class CurveCallback(_callback_base()):
+    """At every evaluation (checkpoint), score the model on the curve documents and append a line to curve.jsonl."""
+
+    def __init__(self, clock: TrainingClock, predict: Callable, records: list[SpanRecord], recipe: Recipe, path: Path, stage: str | None = None):
+        self.clock = clock
+        self.predict = predict  # model -> (predictions, unlocated labels per document, inference seconds)
+        self.records = records
+        self.recipe = recipe
+        self.path = path
+        self.stage = stage
+
+    def on_evaluate(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero or model is None:
+            return
+        was_training = model.training
+        predictions, unlocated, seconds = self.predict(model)
+        if was_training:
+            model.train()  # the predictors put the model in eval mode
+        e = self.recipe.eval
+        texts, golds = [r.text for r in self.records], [r.spans for r in self.records]
+        m = score(texts, golds, predictions, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, self.recipe.seed, unlocated)
+        keys = [*CURVE_KEYS, *(f"boundary_both_within_{k}_recall" for k in e.boundary_tolerance)]
+        point = {
+            "step": state.global_step,
+            "epoch": round(float(state.epoch or 0), 4),
+            "train_seconds": round(self.clock.seconds, 2),
+            **({"stage": self.stage} if self.stage else {}),
+            "documents": len(texts),
+            "gold_spans": m["counts"]["gold_spans"],
+            "inference_seconds_per_document": round(seconds / max(1, len(texts)), 3),
+            "metrics": {k: m["summary"][k] for k in keys if k in m["summary"]},
+            "ci95": {k: m["ci95"][k] for k in keys if k in m.get("ci95", {})},
+        }
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(point) + "\n")
