@@ -87,3 +87,18 @@ def test_cli_run_dry_run_and_errors(tiny_bert, tmp_path):
     assert proc.returncode == 1 and "train.learnin_rate" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run([*args, "data.train=missing.jsonl", "--dry-run"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "missing.jsonl" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_prefer_bf16_follows_the_hardware(monkeypatch):
+    """prefer_bf16: bf16 on a CPU with bf16 units, fp32 (no error) on one without."""
+    import torch
+
+    from toolkit import hardware
+    from toolkit.tasks.training import precision_flags
+
+    if torch.cuda.is_available():
+        pytest.skip("the CPU rule is what is tested here")
+    monkeypatch.setattr(hardware, "describe", lambda: {"cpu": "x", "cpu_flags": ["avx2"], "bf16": False, "cuda": None})
+    assert precision_flags("prefer_bf16") == {"bf16": False, "fp16": False}
+    monkeypatch.setattr(hardware, "describe", lambda: {"cpu": "x", "cpu_flags": ["avx512_bf16"], "bf16": True, "cuda": None})
+    assert precision_flags("prefer_bf16") == {"bf16": True, "fp16": False, "use_cpu": True}

@@ -104,8 +104,9 @@ class TrainConfig(_Strict):
     max_seconds: float | None = Field(
         default=None, gt=0, description="Stop after this many seconds of training steps (evaluations excluded): a wall-clock budget to match between runs."
     )
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
-        default="auto", description="auto: bf16 on CUDA devices that support it, else fp32; bf16 also runs on CPUs with bf16 units (avx512_bf16, amx_bf16)."
+    precision: Literal["auto", "prefer_bf16", "fp32", "bf16", "fp16"] = Field(
+        default="auto",
+        description="auto: bf16 on CUDA devices that support it, else fp32; prefer_bf16: also bf16 on CPUs with bf16 units (avx512_bf16, amx_bf16), fp32 elsewhere; bf16: bf16 or an error.",
     )
 
 
@@ -160,6 +161,10 @@ class GenerationConfig(_Strict):
     max_new_tokens: int = Field(default=128, ge=1, description="Generation budget per window.")
     batch_size: int = Field(default=8, ge=1, description="Windows generated together (left-padded).")
     constrained: bool = Field(default=False, description="Constrained decoding: a completion can only name text (or segments) its window holds.")
+    precision: Literal["fp32", "prefer_bf16"] = Field(
+        default="fp32",
+        description="Inference: prefer_bf16 generates under bf16 autocast on machines with bf16 units (CUDA, avx512_bf16, amx_bf16), fp32 elsewhere.",
+    )
     min_similarity: float = Field(default=90.0, ge=0, le=100, description="Fuzzy offset recovery threshold (rapidfuzz partial ratio, 0-100).")
     chat_template: bool = Field(default=False, description="Wrap prompt and target in the tokenizer's chat template (instruction-tuned models).")
 

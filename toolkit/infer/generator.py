@@ -8,6 +8,7 @@ counted as a false positive and listed.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -23,6 +24,18 @@ from toolkit.spans.segments import segment_text
 from toolkit.spans.windows import text_windows
 
 
+def inference_autocast(meta: dict, device: str) -> str | None:
+    """bfloat16 when the model asks for it (generation.precision=prefer_bf16) and the device has bf16 units."""
+    if meta.get("precision") != "prefer_bf16" or meta.get("export", {}).get("runtime") == "onnx":
+        return None
+    import torch
+
+    from toolkit.hardware import describe
+
+    supported = torch.cuda.is_bf16_supported() if device.startswith("cuda") else describe()["bf16"]
+    return "bfloat16" if supported else None
+
+
 class SpanGenerator:
     """A trained span-generation model: generates each window's spans and maps them back to character offsets."""
 
@@ -34,6 +47,8 @@ class SpanGenerator:
         self.spec = CompletionSpec.from_meta(meta)
         self.device = device
         self.selector = selector
+        # "bfloat16": generate under autocast (generation.precision=prefer_bf16 on a machine with bf16 units).
+        self.autocast: str | None = inference_autocast(meta, device)
         self.last_report: dict = {}
         self.last_selection: tuple[list, list[bool]] = ([], [])  # (windows, read by the decoder) of the last predict
 
@@ -41,7 +56,9 @@ class SpanGenerator:
     def load(cls, run: Run | Path, device: str | None = None) -> SpanGenerator:
         run = run if isinstance(run, Run) else open_run(run)
         model, tokenizer, meta, device = load_model_dir(run, "AutoModelForCausalLM", device)
-        return cls(model, tokenizer, meta, device, WindowSelector.load(run.model_dir, meta))
+        generator = cls(model, tokenizer, meta, device, WindowSelector.load(run.model_dir, meta))
+        generator.autocast = run.autocast or generator.autocast  # an exported bf16 path runs as its export measured it
+        return generator
 
     def prompt(self, texts: Sequence[str], view) -> str:
         """One window's prompt as the model sees it (export parity reads the same)."""
@@ -63,7 +80,8 @@ class SpanGenerator:
         enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False).to(self.device)
         width = enc["input_ids"].shape[1]
         processors = [make_copy_processor(self.tokenizer, grammars, width)] if grammars is not None else None
-        with torch.inference_mode():
+        autocast = torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.autocast)) if self.autocast else contextlib.nullcontext()
+        with torch.inference_mode(), autocast:
             out = self.model.generate(
                 **enc,
                 max_new_tokens=self.meta["max_new_tokens"],
@@ -122,6 +140,7 @@ class SpanGenerator:
             "generated_tokens": generated_tokens,
             "generated_tokens_per_second": round(generated_tokens / seconds, 2) if seconds else None,
             "constrained": constrained,
+            "autocast": self.autocast,
             "recovered_by": dict(methods),
             "hallucinated_spans": len(hallucinated),
             "hallucinated": hallucinated,

@@ -54,8 +54,9 @@ def parameter_counts(model) -> dict[str, int]:
 
 
 def precision_flags(choice: str) -> dict:
-    """auto: bf16 on CUDA devices that support it, fp32 elsewhere. bf16 on a CPU needs bf16 units
-    (avx512_bf16 or amx_bf16): without them autocast emulates bf16 and is slower than fp32."""
+    """auto: bf16 on CUDA devices that support it, fp32 elsewhere. prefer_bf16: bf16 wherever there are bf16
+    units, CPUs included. bf16 on a CPU needs bf16 units (avx512_bf16 or amx_bf16): without them autocast
+    emulates bf16 and is slower than fp32."""
     import torch
 
     from toolkit.hardware import describe
@@ -63,6 +64,9 @@ def precision_flags(choice: str) -> dict:
     cuda = torch.cuda.is_available()
     if choice == "auto":
         return {"bf16": cuda and torch.cuda.is_bf16_supported()}
+    if choice == "prefer_bf16":
+        supported = torch.cuda.is_bf16_supported() if cuda else describe()["bf16"]
+        choice = "bf16" if supported else "fp32"
     if choice == "fp16" and not cuda:
         raise ToolkitError("train.precision=fp16 needs a CUDA device", fix="use train.precision=auto (fp32 on CPU), or bf16 on a CPU with bf16 units")
     if choice == "bf16" and not cuda and not (machine := describe())["bf16"]:
