@@ -1,9 +1,13 @@
-"""Constrained copy decoding vs free decoding: generated tokens/s and what each lets through.
+"""Decoding modes of a span-generation run: constrained or free, fp32 or bf16 autocast.
 
-    .venv/bin/python bench/decode_bench.py RUN [--data sample:contracts_dev] [--repeat 3]
+    .venv/bin/python bench/decode_bench.py RUN [--data sample:contracts_dev] [--max-docs N] [--repeat 3]
+        [--modes constrained-fp32,constrained-bf16,free-fp32,free-bf16]
 
-Runs the run's SpanGenerator over the same documents, alternating modes, and prints the median
-tokens/s of each, their ratio, and the scores (one scorer) of each mode.
+Runs the run's SpanGenerator (its selector and completion format included) over the same documents,
+alternating modes, and prints per mode: median seconds per document and generated tokens/s, the scores
+(one scorer: recall, precision, boundary recall within +/-3 words), hallucinated spans and malformed
+lines, and whether its spans are identical to the first mode's (parity). bf16 modes are skipped on a
+machine without bf16 units.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolkit.evaluate.metrics import score  # noqa: E402
+from toolkit.hardware import describe  # noqa: E402
 from toolkit.infer.generator import SpanGenerator  # noqa: E402
 from toolkit.rundir import open_run, records_for  # noqa: E402
 
@@ -27,39 +33,59 @@ def main() -> None:
     parser.add_argument("--data", default="sample:contracts_dev")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-docs", type=int, default=None)
+    parser.add_argument("--modes", default="constrained-fp32,constrained-bf16,free-fp32,free-bf16")
     args = parser.parse_args()
+    machine = describe()
     run = open_run(args.run)
     gen = SpanGenerator.load(run)
     records = records_for(run, args.data, args.max_docs)
-    texts = [r.text for r in records]
-    speeds: dict[str, list[float]] = {"free": [], "constrained": []}
-    results = {}
+    texts, golds = [r.text for r in records], [r.spans for r in records]
+    modes = [m for m in args.modes.split(",") if m.endswith("fp32") or machine["bf16"]]
+    seconds: dict[str, list[float]] = {m: [] for m in modes}
+    speeds: dict[str, list[float]] = {m: [] for m in modes}
+    results: dict[str, dict] = {}
+    reference = None
     for _ in range(args.repeat):
-        for mode in ("free", "constrained"):
-            preds = gen.predict(texts, constrained=mode == "constrained")
+        for mode in modes:
+            decoding, precision = mode.split("-")
+            gen.autocast = "bfloat16" if precision == "bf16" else None
+            started = time.perf_counter()
+            preds = gen.predict(texts, constrained=decoding == "constrained")
+            seconds[mode].append((time.perf_counter() - started) / max(1, len(texts)))
             rep = gen.last_report
             speeds[mode].append(rep["generated_tokens_per_second"])
+            keys = [[(s.start, s.end, s.label) for s in doc] for doc in preds]
+            reference = keys if reference is None else reference
             unlocated = [[h["label"] for h in rep["hallucinated"] if h["doc"] == i] for i in range(len(texts))]
-            s = score(texts, [r.spans for r in records], preds, bootstrap=0, unlocated=unlocated)["summary"]
+            s = score(texts, golds, preds, [3], bootstrap=0, unlocated=unlocated)["summary"]
             results[mode] = {
-                "span_f1": s["span_f1"],
                 "span_recall": s["span_recall"],
                 "span_precision": s["span_precision"],
+                "boundary_both_within_3_recall": s["boundary_both_within_3_recall"],
+                "jaccard_recall": s["jaccard_recall"],
+                "predicted_spans": sum(len(d) for d in preds),
                 "hallucinated_spans": rep["hallucinated_spans"],
-                "recovered_by": rep["recovered_by"],
+                "malformed_lines": rep["malformed_lines"],
+                "truncated_outputs": rep["truncated_outputs"],
                 "generated_tokens": rep["generated_tokens"],
+                "windows_read": rep["windows_read"],
+                "windows": rep["windows"],
+                "documents_with_spans_equal_to_first_mode": sum(a == b for a, b in zip(keys, reference)),
             }
-    med = {m: statistics.median(v) for m, v in speeds.items()}
     print(
         json.dumps(
             {
+                "cpu": f"{machine['cpu']}; {' '.join(machine['cpu_flags'])}",
+                "run": str(args.run),
+                "target": gen.spec.target,
                 "data": args.data,
                 "documents": len(texts),
                 "repeat": args.repeat,
-                "tokens_per_second_median": med,
-                "constrained_over_free": round(med["constrained"] / med["free"], 3),
+                "seconds_per_document_median": {m: round(statistics.median(v), 2) for m, v in seconds.items()},
+                "generated_tokens_per_second_median": {m: statistics.median(v) for m, v in speeds.items()},
                 "results": results,
-            }
+            },
+            indent=1,
         )
     )
 

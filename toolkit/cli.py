@@ -197,14 +197,11 @@ def compare_(
         from toolkit.evaluate.curves import compare_curves
 
         summary = compare_curves([Path(s) for s in systems], out, tolerance or [3])
-        table = Table(
-            "system",
-            "train s",
-            "step",
-            "both exact",
-            *(f"both +/-{k}" for k in tolerance or [3]),
-            title=f"at {summary['common_budget_seconds']:.0f} s of training",
-        )
+        # Full system names (no_wrap); short recall columns, so the table fits 80 columns.
+        table = Table(title=f"clause-boundary recall (both ends) at {summary['common_budget_seconds']:.0f} s of training")
+        table.add_column("system", no_wrap=True)
+        for header in ("train s", "step", "exact", *(f"+/-{k}" for k in tolerance or [3])):
+            table.add_column(header, justify="right")
         for name, p in summary["at_common_budget"].items():
             if p is None:
                 table.add_row(name, "-", "-", "no checkpoint yet")
