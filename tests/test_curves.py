@@ -86,3 +86,18 @@ def test_summarize_curves_reads_each_system_at_its_last_point_within_the_budget(
     s = summarize_curves(curves, [3])
     assert s["common_budget_seconds"] == 10.0
     assert s["at_common_budget"]["a"]["step"] == 20 and s["at_common_budget"]["b"]["step"] == 10
+
+
+def test_a_resumed_run_keeps_its_training_clock(tmp_path):
+    from types import SimpleNamespace
+
+    from toolkit.tasks.curves import TrainingClock
+
+    (tmp_path / "checkpoint-5").mkdir()
+    (tmp_path / "checkpoint-5" / CLOCK_FILE).write_text(json.dumps({"train_seconds": 12.5, "step": 5}))
+    clock = TrainingClock(max_seconds=20)
+    clock.on_train_begin(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=5), None)
+    assert clock.seconds == 12.5
+    fresh = TrainingClock()
+    fresh.on_train_begin(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=0), None)
+    assert fresh.seconds == 0.0

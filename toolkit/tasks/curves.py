@@ -43,11 +43,10 @@ class TrainingClock(_callback_base()):
         self.stopped_by_budget = False
 
     def on_train_begin(self, args, state, control, **kwargs):
-        folder = Path(args.output_dir)
-        saved = sorted(folder.glob(f"checkpoint-*/{CLOCK_FILE}"), key=lambda p: int(p.parent.name.split("-")[-1])) if folder.is_dir() else []
-        if saved and state.global_step == 0 and self.seconds == 0.0:
-            # A resumed run: the Trainer restores its step after this call; the clock restores its seconds.
-            self.seconds = float(json.loads(saved[-1].read_text(encoding="utf-8"))["train_seconds"])
+        # A resumed run: the Trainer has restored its step from the checkpoint; the clock restores its seconds.
+        saved = Path(args.output_dir) / f"checkpoint-{state.global_step}" / CLOCK_FILE
+        if state.global_step > 0 and self.seconds == 0.0 and saved.is_file():
+            self.seconds = float(json.loads(saved.read_text(encoding="utf-8"))["train_seconds"])
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_started = time.perf_counter()
