@@ -29,3 +29,11 @@ def describe() -> dict:
     model, flags = cpu_flags(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else ("unknown", [])
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": model, "cpu_flags": flags, "bf16": bool({"avx512_bf16", "amx_bf16"} & set(flags)) or bool(cuda), "cuda": cuda}
+
+
+def bf16_supported(device: str = "cpu") -> bool:
+    """Whether `device` has bf16 units: a CUDA device that supports bf16, or a CPU with avx512_bf16/amx_bf16
+    (without them autocast emulates bf16 and is slower than fp32)."""
+    import torch
+
+    return torch.cuda.is_bf16_supported() if device.startswith("cuda") else describe()["bf16"]

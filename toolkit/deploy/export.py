@@ -33,7 +33,6 @@ from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
 from toolkit.infer.selector import SELECTOR_FILE
 from toolkit.rundir import CONFIG_FILE, META_FILE, ONNX_FILE, Run, open_run, records_for, write_manifest
-from toolkit.spans.windows import text_windows
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ def _generator_outputs(generator, texts: list[str], windows) -> tuple[list, list
 
     tok = generator.tokenizer
     logits = []
-    for view in generator.views(texts)[0]:  # the same windows, read as the decoder reads them
+    for view in windows:  # the decoder's views of the parity windows, built once for every path
         prompt = generator.prompt(texts, view)
         enc = tok(prompt, return_tensors="pt", add_special_tokens=False, return_token_type_ids=False)
         with torch.inference_mode():
@@ -311,7 +310,7 @@ def export_run(
             # of three; a segment model's outputs are one sigmoid per label (group 0: the sign).
             group = 0 if task == "segment_classification" else 3 if reference.space.multi_label else None
         else:
-            windows, outputs, group = text_windows(reference.tokenizer, texts, meta["max_length"], meta["stride"]), _generator_outputs, None
+            windows, outputs, group = reference.views(texts)[0], _generator_outputs, None
         ref = outputs(reference, texts, windows)
         reference_f1 = _span_f1(records, ref[1])
         del reference

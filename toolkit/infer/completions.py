@@ -27,6 +27,8 @@ from toolkit.infer.recovery import recover_offsets
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.overlaps import SpanLike
 from toolkit.spans.segment_decoding import merge_segments, segment_targets
+from toolkit.spans.segments import segment_text
+from toolkit.spans.windows import text_windows
 
 TARGETS = ("text", "anchors", "segments")
 ANCHOR_GAP = " ... "
@@ -66,6 +68,14 @@ def window_view(spec: CompletionSpec, doc: int, doc_text: str, start: int, end: 
         return WindowView(doc, start, end, doc_text[start:end])
     inside = [(k, (max(a, start), min(b, end))) for k, (a, b) in enumerate(doc_segments) if a < end and start < b]
     return WindowView(doc, start, end, doc_text[start:end], tuple(s for _, s in inside), tuple(k for k, _ in inside))
+
+
+def document_views(tokenizer, texts: Sequence[str], spec: CompletionSpec, max_length: int, stride: int) -> tuple[list[WindowView], list[list[tuple[int, int]]]]:
+    """Every window of every document as the decoder reads it, and each document's segments (segments
+    target; empty lists otherwise). Training features and the SpanGenerator both build windows here."""
+    segments = [segment_text(t) for t in texts] if spec.target == "segments" else [[] for _ in texts]
+    windows = text_windows(tokenizer, list(texts), max_length, stride)
+    return [window_view(spec, w.doc, texts[w.doc], w.start, w.end, segments[w.doc]) for w in windows], segments
 
 
 def segment_lines(view: WindowView, doc_text: str) -> list[str]:

@@ -9,9 +9,10 @@ A transformers LogitsProcessor keeps every row of a batch inside its format's gr
     any:       line := "none\\n"
 
 and allows end-of-sequence only at the start of a line, so a hallucinated span cannot be
-produced (an anchor pair whose end cannot follow its start is still possible, and counted). Checking a candidate token is a string test on the completion so far plus the
-token's text; the `top_k` best-scoring tokens are tried first and the whole vocabulary
-only when none of them fits (rare), which keeps the cost per step small.
+produced (an anchor pair whose end cannot follow its start is still possible, and counted).
+Checking a candidate token is a string test on the completion so far plus the token's text;
+the `top_k` best-scoring tokens are tried first and the whole vocabulary only when none of
+them fits (rare), which keeps the cost per step small.
 """
 
 from __future__ import annotations

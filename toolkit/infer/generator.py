@@ -15,25 +15,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.infer.backend import load_model_dir
-from toolkit.infer.completions import CompletionSpec, WindowReading, document_spans, prompt_body, read_completion, window_view
+from toolkit.infer.completions import CompletionSpec, WindowReading, document_spans, document_views, prompt_body, read_completion
 from toolkit.infer.prompts import render_prompt
 from toolkit.infer.selector import WindowSelector
 from toolkit.rundir import Run, open_run
 from toolkit.spans.decoding import PredictedSpan
-from toolkit.spans.segments import segment_text
-from toolkit.spans.windows import text_windows
 
 
 def inference_autocast(meta: dict, device: str) -> str | None:
     """bfloat16 when the model asks for it (generation.precision=prefer_bf16) and the device has bf16 units."""
     if meta.get("precision") != "prefer_bf16" or meta.get("export", {}).get("runtime") == "onnx":
         return None
-    import torch
+    from toolkit.hardware import bf16_supported
 
-    from toolkit.hardware import describe
-
-    supported = torch.cuda.is_bf16_supported() if device.startswith("cuda") else describe()["bf16"]
-    return "bfloat16" if supported else None
+    return "bfloat16" if bf16_supported(device) else None
 
 
 class SpanGenerator:
@@ -66,9 +61,7 @@ class SpanGenerator:
 
     def views(self, texts: Sequence[str]) -> tuple[list, list[list[tuple[int, int]]]]:
         """Every window of every document as the decoder reads it, and each document's segments (segments target)."""
-        windows = text_windows(self.tokenizer, list(texts), self.meta["max_length"], self.meta["stride"])
-        segments = [segment_text(t) for t in texts] if self.spec.target == "segments" else [[] for _ in texts]
-        return [window_view(self.spec, w.doc, texts[w.doc], w.start, w.end, segments[w.doc]) for w in windows], segments
+        return document_views(self.tokenizer, list(texts), self.spec, self.meta["max_length"], self.meta["stride"])
 
     def generate(self, prompts: Sequence[str], grammars: Sequence | None) -> tuple[list[tuple[str, bool]], int]:
         """Greedy completions for a batch of prompts (left-padded): (text, ended with EOS) each, and the generated-token count."""

@@ -48,6 +48,11 @@ class SelectorFit:
     cross_validated_flags: list[bool]  # per training window, from the folds that did not see it
     report: dict
 
+    @property
+    def selector(self) -> WindowSelector | None:
+        """The fitted selector, or None when there was too little to fit (every window is read)."""
+        return WindowSelector(self.pipeline, self.threshold) if self.pipeline is not None else None
+
 
 def fit_window_selector(texts: Sequence[str], positive: Sequence[bool], recall: float, seed: int) -> SelectorFit:
     """Fit the selector on training windows and set its threshold by cross-validation (no dev data)."""

@@ -17,7 +17,7 @@ from toolkit.errors import ToolkitError
 from toolkit.infer.prompts import render_prompt
 from toolkit.spans.alignment import IGNORE, flat_targets, multi_label_targets, representable
 from toolkit.spans.label_space import LabelSpace
-from toolkit.spans.windows import Window, make_windows, text_windows
+from toolkit.spans.windows import Window, make_windows
 
 
 @dataclass
@@ -107,14 +107,11 @@ class GenerationWindows:
 def generation_windows(tokenizer, records: list[SpanRecord], spec, max_length: int, stride: int) -> tuple[GenerationWindows, FeatureReport]:
     """Every window of every document. spans_not_representable: for text and anchors, spans never wholly
     inside one window; for segments, spans no segment of their label carries."""
-    from toolkit.infer.completions import window_view
+    from toolkit.infer.completions import document_views
     from toolkit.spans.segment_decoding import segment_targets
-    from toolkit.spans.segments import segment_text
 
     report = FeatureReport(documents=len(records), spans=sum(len(r.spans) for r in records))
-    texts = [r.text for r in records]
-    segments = [segment_text(t) for t in texts] if spec.target == "segments" else [[] for _ in texts]
-    views = [window_view(spec, w.doc, texts[w.doc], w.start, w.end, segments[w.doc]) for w in text_windows(tokenizer, texts, max_length, stride)]
+    views, segments = document_views(tokenizer, [r.text for r in records], spec, max_length, stride)
     positive = [any(v.start < s.end and s.start < v.end for s in records[v.doc].spans) for v in views]
     if spec.target == "segments":
         for r, segs in zip(records, segments):

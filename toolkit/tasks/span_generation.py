@@ -22,7 +22,7 @@ from toolkit.evaluate.metrics import score
 from toolkit.evaluate.reporting import write_predictions
 from toolkit.infer.completions import CompletionSpec
 from toolkit.infer.generator import SpanGenerator
-from toolkit.infer.selector import SelectorFit, WindowSelector, fit_window_selector, spans_reachable
+from toolkit.infer.selector import SelectorFit, fit_window_selector, spans_reachable
 from toolkit.rundir import PREDICTIONS_FILE, save_model_dir, write_hallucinations
 from toolkit.tasks.features import FeatureReport, GenerationWindows, generation_examples, generation_windows, labels_to_learn, sample_negatives
 from toolkit.tasks.flow import Flow, Prepared
@@ -75,8 +75,8 @@ class SpanGeneration(Flow):
         # The dev loss (which picks the best checkpoint) is taken over the windows the decoder will read.
         dev_windows, dev_report = generation_windows(tokenizer, dev_records, spec, m.max_length, m.stride)
         dev_keep = list(range(len(dev_windows.views)))
-        if fit is not None and fit.pipeline is not None:
-            flags = WindowSelector(fit.pipeline, fit.threshold).flags([v.text for v in dev_windows.views])
+        if fit is not None and fit.selector is not None:
+            flags = fit.selector.flags([v.text for v in dev_windows.views])
             dev_keep = [i for i, f in enumerate(flags) if f] or dev_keep[:1]
         dev_examples, dev_report.tokens = generation_examples(tokenizer, dev_records, labels, spec, dev_windows, dev_keep, g.chat_template)
         plan = {
@@ -129,13 +129,13 @@ class SpanGeneration(Flow):
         }
 
     def predictor(self, recipe: Recipe, p: GenerationPrepared, model) -> SpanGenerator:
-        selector = WindowSelector(p.selector.pipeline, p.selector.threshold) if p.selector is not None and p.selector.pipeline is not None else None
+        selector = p.selector.selector if p.selector is not None else None
         return SpanGenerator(model, p.tokenizer, self.meta(recipe, p), str(next(model.parameters()).device), selector)
 
     def save(self, recipe: Recipe, p: GenerationPrepared, model, directory: Path) -> None:
         save_model_dir(model, p.tokenizer, directory, self.meta(recipe, p))
-        if p.selector is not None and p.selector.pipeline is not None:
-            WindowSelector(p.selector.pipeline, p.selector.threshold).save(directory)
+        if p.selector is not None and p.selector.selector is not None:
+            p.selector.selector.save(directory)
 
     def evaluate(self, recipe: Recipe, run_dir: Path, p: GenerationPrepared, trainer) -> tuple[dict, dict]:
         generator = SpanGenerator.load(run_dir)  # score exactly what was saved

@@ -59,14 +59,13 @@ def precision_flags(choice: str) -> dict:
     emulates bf16 and is slower than fp32."""
     import torch
 
-    from toolkit.hardware import describe
+    from toolkit.hardware import bf16_supported, describe
 
     cuda = torch.cuda.is_available()
     if choice == "auto":
         return {"bf16": cuda and torch.cuda.is_bf16_supported()}
     if choice == "prefer_bf16":
-        supported = torch.cuda.is_bf16_supported() if cuda else describe()["bf16"]
-        choice = "bf16" if supported else "fp32"
+        choice = "bf16" if bf16_supported("cuda" if cuda else "cpu") else "fp32"
     if choice == "fp16" and not cuda:
         raise ToolkitError("train.precision=fp16 needs a CUDA device", fix="use train.precision=auto (fp32 on CPU), or bf16 on a CPU with bf16 units")
     if choice == "bf16" and not cuda and not (machine := describe())["bf16"]:
