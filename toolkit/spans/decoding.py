@@ -13,6 +13,7 @@ import numpy as np
 
 from toolkit.spans.label_space import LabelSpace, layer_tags
 from toolkit.spans.tagging import decode_tags
+from toolkit.spans.viterbi import iob2_transitions, viterbi_path
 
 
 @dataclass(frozen=True)
@@ -89,15 +90,23 @@ def decode_flat(
     id_to_tag: Sequence[str],
     label_all_subtokens: bool = False,
     text: str | None = None,
+    decoding: str = "argmax",
 ) -> list[PredictedSpan]:
-    """Argmax IOB2 tags -> spans; a span's score is the mean probability of its tokens' tags."""
+    """IOB2 tags -> spans; a span's score is the mean probability of its tokens' tags.
+
+    decoding: 'argmax' tags each unit alone (orphan I- tags are repaired as conlleval does);
+    'viterbi' takes the most probable valid IOB2 sequence (`toolkit.spans.viterbi`)."""
     if len(offsets) == 0:
         return []
     groups = _groups(word_ids, label_all_subtokens)
     src = [g[0] for g in groups]  # a word is tagged by its first sub-token
-    ids = probs.argmax(-1)
-    tags = [id_to_tag[int(ids[s])] for s in src]
-    conf = [float(probs[s, ids[s]]) for s in src]
+    unit_probs = probs[src]
+    if decoding == "viterbi":
+        ids = viterbi_path(unit_probs, *iob2_transitions(id_to_tag))
+    else:
+        ids = unit_probs.argmax(-1)
+    tags = [id_to_tag[int(i)] for i in ids]
+    conf = [float(unit_probs[k, i]) for k, i in enumerate(ids)]
     chunks, _ = decode_tags(tags, "iob2")  # predictions: lenient repair, as conlleval
     out = []
     for label, a, b in chunks:
@@ -114,14 +123,16 @@ def decode_multi_label(
     labels: Sequence[str],
     label_all_subtokens: bool = False,
     text: str | None = None,
+    decoding: str = "argmax",
 ) -> list[PredictedSpan]:
-    """An O/B/I softmax per label ([tokens, 3 x labels]) -> spans of every label; spans of different labels may overlap."""
+    """An O/B/I softmax per label ([tokens, 3 x labels]) -> spans of every label; spans of different labels may overlap.
+    Each label's layer is decoded on its own (`decoding` as in `decode_flat`)."""
     if len(offsets) == 0:
         return []
     out = []
     for k, label in enumerate(labels):
         layer = probs[:, 3 * k : 3 * k + 3]
-        for s in decode_flat(offsets, word_ids, layer, layer_tags(label), label_all_subtokens, text):
+        for s in decode_flat(offsets, word_ids, layer, layer_tags(label), label_all_subtokens, text, decoding):
             out.append(s)
     return sorted(out, key=lambda s: (s.start, s.end, s.label))
 
@@ -155,7 +166,7 @@ def decode_documents(
             continue
         offsets, word_ids, probs = stitch_windows(windows)
         if space.multi_label:
-            out.append(decode_multi_label(offsets, word_ids, probs, space.labels, space.label_all_subtokens, text))
+            out.append(decode_multi_label(offsets, word_ids, probs, space.labels, space.label_all_subtokens, text, space.decoding))
         else:
-            out.append(decode_flat(offsets, word_ids, probs, space.tags, space.label_all_subtokens, text))
+            out.append(decode_flat(offsets, word_ids, probs, space.tags, space.label_all_subtokens, text, space.decoding))
     return out

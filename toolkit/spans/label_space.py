@@ -28,6 +28,7 @@ class LabelSpace:
     labels: tuple[str, ...]
     multi_label: bool = False
     label_all_subtokens: bool = False
+    decoding: str = "argmax"  # or "viterbi": see toolkit.spans.viterbi
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(self.labels))
@@ -48,8 +49,9 @@ class LabelSpace:
         return self.tags
 
     def to_meta(self) -> dict:
-        return {"labels": list(self.labels), "multi_label": self.multi_label, "label_all_subtokens": self.label_all_subtokens}
+        return {"labels": list(self.labels), "multi_label": self.multi_label, "label_all_subtokens": self.label_all_subtokens, "decoding": self.decoding}
 
     @classmethod
     def from_meta(cls, meta: dict) -> LabelSpace:
-        return cls(tuple(meta["labels"]), meta["multi_label"], meta["label_all_subtokens"])
+        # Models saved before `decoding` existed were decoded by argmax.
+        return cls(tuple(meta["labels"]), meta["multi_label"], meta["label_all_subtokens"], meta.get("decoding", "argmax"))
