@@ -291,6 +291,8 @@ def score(
     `unlocated[i]`: labels of document i's predictions that have no offsets (CLM hallucinations)."""
     if not (len(texts) == len(golds) == len(preds)):
         raise ValueError("texts, golds and preds must have one entry per document")
+    from toolkit.evaluate.errors import analyse_errors  # errors.py builds on this module's `words`
+
     docs = document_counts(texts, golds, preds, tolerances, jaccard_threshold, unlocated)
     names, matrix = _summary_vector(docs, tolerances)
     totals = matrix.sum(axis=0) if len(docs) else np.zeros(len(names))
@@ -333,6 +335,7 @@ def score(
     return {
         "summary": summary,
         "ci95": bootstrap_ci(docs, tolerances, bootstrap, seed),
+        "errors": analyse_errors(texts, golds, preds),
         "per_label": per_label,
         "length_buckets": buckets,
         "counts": {

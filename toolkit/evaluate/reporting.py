@@ -8,6 +8,7 @@ from pathlib import Path
 
 from toolkit.data.jsonl import write_jsonl
 from toolkit.data.schema import SpanRecord
+from toolkit.evaluate.errors import error_lines
 from toolkit.rundir import METRICS_FILE, REPORT_FILE
 from toolkit.spans.decoding import PredictedSpan
 
@@ -55,6 +56,8 @@ def markdown_report(title: str, metrics: dict, extra: dict | None = None) -> str
         lines.append(f"| {b['words']} | {b['gold']} | {b['recall']:.3f} | {b['jaccard_recall']:.3f} |")
     if "ranking" in metrics:
         lines += ranking_lines(metrics["ranking"])
+    if "errors" in metrics:
+        lines += error_lines(metrics["errors"])
     if extra:
         lines += ["", "## Run", ""] + [f"- {k}: {v}" for k, v in extra.items()]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,148 @@
+"""Error analysis: why a system's exact span F1 is what it is. Pure (no torch, no I/O).
+
+Every prediction that is not an exact match, and every gold span with no exact match, gets one kind:
+
+- boundary errors (one prediction overlaps one gold span of its label, and that gold span overlaps no
+  other prediction): `start late` (leading words missing: often a modifier, "hereditary" in "hereditary
+  breast cancer"), `start early`, `end early`, `end late` (the other boundary exact), or `both boundaries`;
+  each split by how far the boundary is off, 1 word or 2+ (words as `metrics.words` counts them);
+- `split span`: one gold span overlapped by two or more predictions of its label (its fragments);
+- `merged spans`: one prediction overlapping two or more gold spans of its label;
+- `wrong label`: same offsets, another label;
+- `false positive`: a prediction overlapping no gold span of its label;
+- `missed`: a gold span overlapping no prediction of its label.
+
+The most frequent false-positive and missed texts, and the words a boundary error leaves out or adds,
+come with the counts, so a user sees what to fix (guidelines, data, decoding) rather than a number.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Sequence
+
+from toolkit.evaluate.metrics import words
+from toolkit.spans.overlaps import SpanLike
+
+KINDS = (
+    "start late",
+    "start early",
+    "end early",
+    "end late",
+    "both boundaries",
+    "split span",
+    "merged spans",
+    "wrong label",
+    "false positive",
+    "missed",
+)
+
+
+def _overlaps(a: SpanLike, b: SpanLike) -> bool:
+    return a.start < b.end and b.start < a.end
+
+
+def _word_gap(starts: list[int], a: int, b: int) -> tuple[int, list[int]]:
+    """How many words start in the characters [a, b), and their indices."""
+    lo, hi = bisect_left(starts, a), bisect_left(starts, b)
+    return hi - lo, list(range(lo, hi))
+
+
+def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: Sequence[Sequence[SpanLike]], top: int = 15) -> dict:
+    """Counts by kind (with 1-word / 2+-word splits for boundary kinds) and the most frequent texts behind them."""
+    counts: Counter = Counter()
+    one_word: Counter = Counter()
+    fp_texts: Counter = Counter()
+    missed_texts: Counter = Counter()
+    boundary_words: Counter = Counter()  # "missing: hereditary", "extra: the"
+    exact = 0
+    for text, gold, pred in zip(texts, golds, preds):
+        spans = words(text)
+        starts, ends = [s for s, _ in spans], [e for _, e in spans]
+        gold_keys = {(g.start, g.end, g.label) for g in gold}
+        pred_keys = {(p.start, p.end, p.label) for p in pred}
+        exact += len(gold_keys & pred_keys)
+        open_pred = [p for p in pred if (p.start, p.end, p.label) not in gold_keys]
+        open_gold = [g for g in gold if (g.start, g.end, g.label) not in pred_keys]
+        same_offsets = {(g.start, g.end) for g in open_gold} & {(p.start, p.end) for p in open_pred}
+        counts["wrong label"] += len(same_offsets)
+        open_pred = [p for p in open_pred if (p.start, p.end) not in same_offsets]
+        open_gold = [g for g in open_gold if (g.start, g.end) not in same_offsets]
+        # Overlaps against every gold/pred span of the label, matched or not: a fragment that overlaps
+        # an exactly matched gold span is still an error of that span's neighbourhood.
+        for p in open_pred:
+            hits = [g for g in gold if g.label == p.label and _overlaps(p, g)]
+            if not hits:
+                counts["false positive"] += 1
+                fp_texts[text[p.start : p.end].lower()] += 1
+            elif len(hits) > 1:
+                counts["merged spans"] += 1
+            else:
+                g = hits[0]
+                rivals = [q for q in pred if q.label == g.label and _overlaps(q, g)]
+                if len(rivals) > 1:
+                    counts["split span"] += 1  # counted per fragment; the gold span's count is below
+                    continue
+                kind, n, gap = _boundary_kind(g, p, starts, ends)
+                counts[kind] += 1
+                one_word[kind] += n == 1
+                for w in gap[1]:
+                    boundary_words[f"{gap[0]}: {text[spans[w][0] : spans[w][1]].lower()}"] += 1
+        for g in open_gold:
+            if not any(q.label == g.label and _overlaps(q, g) for q in pred):
+                counts["missed"] += 1
+                missed_texts[text[g.start : g.end].lower()] += 1
+    return {
+        "exact_matches": exact,
+        "kinds": {k: {"count": counts[k], **({"one_word": one_word[k]} if k in KINDS[:5] else {})} for k in KINDS},
+        "top_false_positives": fp_texts.most_common(top),
+        "top_missed": missed_texts.most_common(top),
+        "top_boundary_words": boundary_words.most_common(top),
+    }
+
+
+def _boundary_kind(g: SpanLike, p: SpanLike, starts: list[int], ends: list[int]) -> tuple[str, int, tuple[str, list[int]]]:
+    """(kind, words off, (missing|extra, word indices)) for a prediction overlapping one gold span."""
+    if p.end == g.end:
+        if p.start > g.start:
+            n, idx = _word_gap(starts, g.start, p.start)
+            return "start late", n, ("missing", idx)
+        n, idx = _word_gap(starts, p.start, g.start)
+        return "start early", n, ("extra", idx)
+    if p.start == g.start:
+        if p.end < g.end:
+            n, idx = _word_gap(starts, p.end, g.end)
+            return "end early", n, ("missing", idx)
+        n, idx = _word_gap(starts, g.end, p.end)
+        return "end late", n, ("extra", idx)
+    n_start = abs(bisect_right(starts, p.start) - bisect_right(starts, g.start))
+    n_end = abs(bisect_left(ends, p.end) - bisect_left(ends, g.end))
+    return "both boundaries", max(n_start, n_end), ("", [])
+
+
+def error_lines(analysis: dict) -> list[str]:
+    """Markdown for report.md."""
+    kinds = analysis["kinds"]
+    lines = [
+        "",
+        "## Errors by kind",
+        "",
+        f"{analysis['exact_matches']} exact matches. Each other prediction or gold span has one kind "
+        "(see `toolkit/evaluate/errors.py`); boundary kinds show how many were off by one word.",
+        "",
+        "| kind | count | off by 1 word |",
+        "|---|---|---|",
+    ]
+    for k in KINDS:
+        v = kinds[k]
+        lines.append(f"| {k} | {v['count']} | {v.get('one_word', '')} |")
+    for key, title in (
+        ("top_false_positives", "Most frequent false positives"),
+        ("top_missed", "Most frequently missed"),
+        ("top_boundary_words", "Words most often missing or extra at a boundary"),
+    ):
+        if analysis[key]:
+            lines += ["", f"### {title}", "", "| text | count |", "|---|---|"]
+            lines += [f"| {t.replace('|', '/')} | {n} |" for t, n in analysis[key]]
+    return lines
