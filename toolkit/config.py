@@ -22,6 +22,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class ExtraCorpus(_Strict):
+    """Another labelled corpus trained on beside data.train (multi-corpus training). Dev stays data.dev."""
+
+    path: str = Field(description="Span JSONL (path or sample:NAME).")
+    label_map: dict[str, str] | None = Field(
+        default=None,
+        description='Rename its labels to the target\'s (OLD: NEW; NEW "" drops the label, e.g. {Chemical: ""}). data.label_map is not applied to it.',
+    )
+    weight: float = Field(
+        default=1.0,
+        gt=0,
+        description="Its documents per epoch as a share of its size: 0.5 = half of them (drawn once with the seed), 2 = each twice.",
+    )
+
+
 class DataConfig(_Strict):
     train: str = Field(
         description="Span JSONL for training (path, or sample:NAME for the embedded sample); pretrain_*: any text source (.txt file, directory of .txt, JSONL with a `text` field)."
@@ -36,6 +51,10 @@ class DataConfig(_Strict):
     )
     max_train_docs: int | None = Field(default=None, ge=1)
     max_dev_docs: int | None = Field(default=None, ge=1)
+    train_weight: float = Field(default=1.0, gt=0, description="data.train's documents per epoch as a share of its size (see extra_train[].weight).")
+    extra_train: list[ExtraCorpus] = Field(
+        default_factory=list, description="More training corpora, each with its own label map and sampling weight (token_classification)."
+    )
 
 
 class DropoutConfig(_Strict):
@@ -69,6 +88,10 @@ class ModelConfig(_Strict):
     stride: int = Field(default=64, ge=0, description="Tokens shared by consecutive windows.")
     label_all_subtokens: bool = Field(default=False, description="Train on every sub-token (True) or the first of each word only.")
     multi_label: bool = Field(default=False, description="An independent O/B/I layer per label, so spans of different labels may overlap (CUAD).")
+    decoding: Literal["argmax", "viterbi"] = Field(
+        default="argmax",
+        description="Tags -> spans: argmax per word (orphan I- tags repaired), or viterbi: the most probable valid IOB2 sequence (no fragments from one doubtful word). Saved with the model; eval and serving use it.",
+    )
     dropout: DropoutConfig = Field(default_factory=DropoutConfig)
     lora: LoraConfigModel = Field(default_factory=LoraConfigModel)
     quantization: Literal["none", "4bit"] = Field(default="none", description="4bit: QLoRA (span_generation with LoRA; needs CUDA and bitsandbytes).")
@@ -101,6 +124,20 @@ class TrainConfig(_Strict):
     logging_steps: int = Field(default=10, ge=1)
     save_total_limit: int = Field(default=2, ge=1)
     group_by_length: bool = True
+    layer_lr_decay: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Layer-wise learning-rate decay: layer l of L trains at learning_rate x decay^(L - l), the embeddings at decay^L (token_classification; e.g. 0.9).",
+    )
+    head_learning_rate: float | None = Field(
+        default=None, gt=0, description="A separate learning rate for the freshly initialised classification head (token_classification; e.g. 1e-3)."
+    )
+    average_checkpoints: int | None = Field(
+        default=None,
+        ge=2,
+        description="Average the weights of the last k checkpoints (by step) and save that model instead of the best one (token_classification; needs save_total_limit >= k).",
+    )
     max_seconds: float | None = Field(
         default=None, gt=0, description="Stop after this many seconds of training steps (evaluations excluded): a wall-clock budget to match between runs."
     )
@@ -262,6 +299,17 @@ class Recipe(_Strict):
                 raise ValueError("model.multi_label and model.label_all_subtokens apply to token_classification only")
             if self.train.class_weights != "none":
                 raise ValueError("train.class_weights applies to token_classification only")
+            t = self.train
+            if t.layer_lr_decay or t.head_learning_rate or t.average_checkpoints or self.model.decoding != "argmax":
+                raise ValueError(
+                    "train.layer_lr_decay, train.head_learning_rate, train.average_checkpoints and model.decoding apply to token_classification only"
+                )
+            if self.data.extra_train or self.data.train_weight != 1.0:
+                raise ValueError("data.extra_train and data.train_weight (multi-corpus training) apply to token_classification only")
+        if self.train.average_checkpoints and self.train.save_total_limit < self.train.average_checkpoints:
+            raise ValueError(
+                f"train.average_checkpoints={self.train.average_checkpoints} needs that many checkpoints kept: set train.save_total_limit >= {self.train.average_checkpoints}"
+            )
         if self.task != "segment_classification" and self.segments != SegmentsConfig():
             raise ValueError("segments.* applies to segment_classification only")
         if self.segments.hard_negatives and self.windows.negative_ratio is None:

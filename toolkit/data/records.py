@@ -52,14 +52,51 @@ def map_record_labels(rec: SpanRecord, mapping: dict[str, str]) -> tuple[SpanRec
     return rec.model_copy(update={"spans": merged}), dropped, len(spans) - len(merged)
 
 
-def load_splits(recipe) -> tuple[list[SpanRecord], list[SpanRecord]]:
-    """A recipe's train and dev records, validated, capped and with data.label_map applied."""
-    train = load_records(recipe.data.train, recipe.data.max_train_docs)
-    dev = load_records(recipe.data.dev, recipe.data.max_dev_docs)
-    if recipe.data.label_map:
-        train = [map_record_labels(r, recipe.data.label_map)[0] for r in train]
-        dev = [map_record_labels(r, recipe.data.label_map)[0] for r in dev]
-    return train, dev
+def load_splits(recipe, sources: list[dict] | None = None) -> tuple[list[SpanRecord], list[SpanRecord]]:
+    """A recipe's train and dev records, validated, capped and with data.label_map applied; the training
+    corpora of data.extra_train mapped by their own label maps and drawn by their weights. `sources`, when
+    given, receives one entry per training corpus: documents read and drawn, spans kept and dropped."""
+    d = recipe.data
+    train = load_records(d.train, d.max_train_docs)
+    dev = load_records(d.dev, d.max_dev_docs)
+    if d.label_map:
+        train = [map_record_labels(r, d.label_map)[0] for r in train]
+        dev = [map_record_labels(r, d.label_map)[0] for r in dev]
+    if not d.extra_train and d.train_weight == 1.0:
+        return train, dev
+    corpora = [(d.train, train, d.train_weight, Counter())]
+    for extra in d.extra_train:
+        records, dropped = [], Counter()
+        for r in load_records(extra.path):
+            mapped, gone, _ = map_record_labels(r, extra.label_map or {})
+            dropped.update(s.label for s in gone)
+            records.append(mapped)
+        corpora.append((extra.path, records, extra.weight, dropped))
+    combined = []
+    for i, (path, records, weight, dropped) in enumerate(corpora):
+        drawn = draw_documents(records, weight, recipe.seed + i)
+        combined += drawn
+        if sources is not None:
+            sources.append(
+                {
+                    "path": path,
+                    "documents": len(records),
+                    "weight": weight,
+                    "documents_per_epoch": len(drawn),
+                    "spans_per_epoch": dict(Counter(s.label for r in drawn for s in r.spans)),
+                    "spans_dropped_by_label_map": dict(dropped),
+                }
+            )
+    return combined, dev
+
+
+def draw_documents(records: list[SpanRecord], weight: float, seed: int) -> list[SpanRecord]:
+    """round(weight x len(records)) documents: every one floor(weight) times, the rest drawn without replacement."""
+    import random
+
+    whole, share = divmod(weight, 1.0)
+    extra = random.Random(seed).sample(records, round(share * len(records)))
+    return records * int(whole) + extra
 
 
 def filter_labels(records: list[SpanRecord], labels: Sequence[str], other: Counter | None = None) -> list[SpanRecord]:

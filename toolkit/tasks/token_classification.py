@@ -87,10 +87,11 @@ def _trainer_class():
     class SpanTrainer(Trainer):
         """Trainer with class-weighted cross-entropy over tags (flat), or over O/B/I in every label's layer (multi-label)."""
 
-        def __init__(self, *args, loss_weights=None, multi_label=False, **kwargs):
+        def __init__(self, *args, loss_weights=None, multi_label=False, layer_decay=None, head_learning_rate=None, **kwargs):
             super().__init__(*args, **kwargs)
             self.loss_weights = torch.tensor(loss_weights, dtype=torch.float) if loss_weights else None
             self.multi_label = multi_label
+            self.layer_decay, self.head_learning_rate = layer_decay, head_learning_rate
             # Our loss is a per-batch mean, so the Trainer must scale it for gradient accumulation.
             self.model_accepts_loss_kwargs = False
 
@@ -99,6 +100,26 @@ def _trainer_class():
             # on, which reorders predictions; decoding maps them back to documents by
             # position, so evaluation must stay in order.
             return torch.utils.data.SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
+
+        def create_optimizer(self):
+            """The Trainer's optimizer class over per-parameter learning rates (train.layer_lr_decay,
+            train.head_learning_rate); the Trainer's scheduler then scales every group alike."""
+            if self.optimizer is not None or not (self.layer_decay or self.head_learning_rate):
+                return super().create_optimizer()
+            from toolkit.tasks.optimization import parameter_groups
+
+            groups = parameter_groups(
+                self.model,
+                self.args.learning_rate,
+                self.args.weight_decay,
+                set(self.get_decay_parameter_names(self.model)),
+                self.layer_decay,
+                self.head_learning_rate,
+            )
+            optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, self.model)
+            kwargs.pop("lr", None)
+            self.optimizer = optimizer_cls(groups, **kwargs)
+            return self.optimizer
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels = inputs.pop("labels")
@@ -125,6 +146,25 @@ def _trainer_class():
             return (w * ce).sum() / w.sum().clamp_min(1e-12)
 
     return SpanTrainer
+
+
+def average_last_checkpoints(trainer, k: int) -> list[str]:
+    """train.average_checkpoints: load the mean of the last k checkpoints' weights into the trained model
+    (in place of the best checkpoint). Returns the checkpoints' names."""
+    from toolkit.tasks.optimization import average_checkpoints, last_checkpoints
+
+    chosen = last_checkpoints(Path(trainer.args.output_dir), k)
+    if len(chosen) < k or not all((c / "model.safetensors").is_file() for c in chosen):
+        raise ToolkitError(
+            f"train.average_checkpoints={k} needs {k} full-model checkpoints in {trainer.args.output_dir}; found {[c.name for c in chosen]}",
+            fix="train for more evaluations (train.eval_every), keep them (train.save_total_limit), or drop average_checkpoints (LoRA checkpoints hold adapters only)",
+        )
+    missing, unexpected = trainer.model.load_state_dict(average_checkpoints(chosen), strict=False)
+    if unexpected or missing:
+        raise ToolkitError(
+            f"averaged checkpoints do not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})", fix="drop train.average_checkpoints"
+        )
+    return [c.name for c in chosen]
 
 
 def _dataset(windows, targets):
@@ -154,12 +194,13 @@ class TokenPrepared(Prepared):
 class TokenClassification(Flow):
     def prepare(self, recipe: Recipe) -> TokenPrepared:
         """Data, label space, model and features: everything before training."""
-        train_records, dev_records = load_splits(recipe)
+        sources: list[dict] = []
+        train_records, dev_records = load_splits(recipe, sources)
         labels = labels_to_learn(recipe, train_records)
         # Score only the labels being learned; spans of other labels are counted in the feature report.
         dev_records = filter_labels(dev_records, labels)
         m = recipe.model
-        space = LabelSpace(tuple(labels), m.multi_label, m.label_all_subtokens)
+        space = LabelSpace(tuple(labels), m.multi_label, m.label_all_subtokens, m.decoding)
         model, tokenizer = build_token_model(m, space)
         train_windows, train_targets, train_report = token_features(
             tokenizer, train_records, space, m.max_length, m.stride, recipe.windows.negative_ratio, recipe.seed
@@ -170,6 +211,7 @@ class TokenClassification(Flow):
             "train": train_report.to_dict(),
             "dev": dev_report.to_dict(),
             "steps_per_epoch": steps_per_epoch(len(train_windows), recipe),
+            **({"train_corpora": sources} if sources else {}),
             **parameter_counts(model),
         }
         return TokenPrepared(
@@ -204,7 +246,16 @@ class TokenClassification(Flow):
             callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
             loss_weights=class_weights(t.class_weights, p.space, p.train_targets),
             multi_label=p.space.multi_label,
+            layer_decay=t.layer_lr_decay,
+            head_learning_rate=t.head_learning_rate,
         )
+
+    def train(self, recipe: Recipe, run_dir: Path, p: TokenPrepared):
+        trainer, span = super().train(recipe, run_dir, p)
+        self.averaged: list[str] = []
+        if recipe.train.average_checkpoints:
+            self.averaged = average_last_checkpoints(trainer, recipe.train.average_checkpoints)
+        return trainer, span
 
     def save(self, recipe: Recipe, p: TokenPrepared, model, directory: Path) -> None:
         """A model directory loadable by `Tagger.load` and exportable."""
@@ -241,6 +292,7 @@ class TokenClassification(Flow):
         return metrics, {
             "eval_seconds": round(tagger.last_report["seconds"], 1),
             "best_checkpoint_dev_span_f1": trainer.state.best_metric,
+            **({"averaged_checkpoints": self.averaged} if getattr(self, "averaged", None) else {}),
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
         }
