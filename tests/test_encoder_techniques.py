@@ -175,3 +175,9 @@ def test_tiny_run_with_every_option(tiny_bert, tmp_path):
     plan = json.loads((tmp_path / "demo_mlm" / "data_report.json").read_text())
     assert [c["path"] for c in plan["train_corpora"]] == [cfg.data.train, "sample:clinical_dev"]
     assert "## Errors by kind" in (tmp_path / "demo_mlm" / "report.md").read_text()
+    # The decoding travels with an exported artifact, so the service decodes as eval did.
+    from toolkit.deploy.export import export_run
+
+    export_run(tmp_path / "demo_mlm", tmp_path / "artifact", precision="fp32", parity_docs=2)
+    assert Tagger.load(tmp_path / "artifact").space.decoding == "viterbi"
+    assert json.loads((tmp_path / "artifact" / "manifest.json").read_text())["decoding"] == "viterbi"

@@ -347,6 +347,7 @@ def export_run(
                 "source_run": str(run.path.resolve()),
                 "labels": meta["labels"],
                 "windowing": {"max_length": meta["max_length"], "stride": meta["stride"]},
+                **({"decoding": meta["decoding"]} if "decoding" in meta else {}),
                 "parity": parity,
                 "budgets": asdict(budgets),
                 "hardware": hardware,
