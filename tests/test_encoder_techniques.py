@@ -10,7 +10,7 @@ from conftest import OVERFIT_FIVE, REPO
 from toolkit.config import load_recipe
 from toolkit.data.records import draw_documents, load_records, load_splits
 from toolkit.data.schema import Span
-from toolkit.errors import ConfigError
+from toolkit.errors import ConfigError, ToolkitError
 from toolkit.evaluate.errors import analyse_errors, error_lines
 from toolkit.spans.decoding import decode_flat, decode_multi_label
 from toolkit.spans.label_space import LabelSpace, flat_tags
@@ -116,7 +116,7 @@ def test_extra_corpus_is_mapped_weighted_and_reported():
         REPO / "recipes" / "demo_mlm.yaml",
         [
             "data.train=sample:clinical_train",
-            "data.dev=sample:clinical_dev",
+            "data.dev=sample:contracts_dev",
             "data.extra_train=[{path: 'sample:clinical_dev', label_map: {Chemical: '', Disease: Condition}, weight: 0.5}]",
         ],
     )
@@ -127,8 +127,17 @@ def test_extra_corpus_is_mapped_weighted_and_reported():
     assert extra["documents_per_epoch"] == round(extra["documents"] * 0.5)
     assert set(extra["spans_per_epoch"]) == {"Condition"} and extra["spans_dropped_by_label_map"]["Chemical"] > 0
     assert len(train) == main["documents_per_epoch"] + extra["documents_per_epoch"]
-    # Dev is the target corpus alone, unmapped by the extra corpus's map.
-    assert len(dev) == len(load_records("sample:clinical_dev")) and {s.label for r in dev for s in r.spans} == {"Disease", "Chemical"}
+    # Dev is data.dev alone, untouched by the extra corpus's map.
+    assert [r.id for r in dev] == [r.id for r in load_records("sample:contracts_dev")]
+
+
+def test_extra_corpus_holding_dev_documents_is_refused():
+    cfg = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        ["data.train=sample:clinical_train", "data.dev=sample:clinical_dev", "data.extra_train=[{path: 'sample:clinical_dev'}]"],
+    )
+    with pytest.raises(ToolkitError, match="also in data.dev"):
+        load_splits(cfg)
 
 
 def test_encoder_options_refused_elsewhere_with_their_keys():

@@ -65,12 +65,21 @@ def load_splits(recipe, sources: list[dict] | None = None) -> tuple[list[SpanRec
     if not d.extra_train and d.train_weight == 1.0:
         return train, dev
     corpora = [(d.train, train, d.train_weight, Counter())]
+    dev_texts = {r.text for r in dev}
     for extra in d.extra_train:
         records, dropped = [], Counter()
         for r in load_records(extra.path):
             mapped, gone, _ = map_record_labels(r, extra.label_map or {})
             dropped.update(s.label for s in gone)
             records.append(mapped)
+        leaked = [r.id for r in records if r.text in dev_texts]
+        if leaked:
+            # Another corpus may carry the target's dev documents (both drawn from PubMed, say): training on
+            # them would inflate every dev score.
+            raise ToolkitError(
+                f"{extra.path}: {len(leaked)} document(s) also in data.dev ({d.dev}), e.g. ids {leaked[:5]}",
+                fix="remove those documents from the extra corpus (dev must stay unseen)",
+            )
         corpora.append((extra.path, records, extra.weight, dropped))
     combined = []
     for i, (path, records, weight, dropped) in enumerate(corpora):
