@@ -11,8 +11,9 @@ from toolkit.config import load_recipe
 from toolkit.data.records import draw_documents, load_records, load_splits
 from toolkit.data.schema import Span
 from toolkit.errors import ConfigError, ToolkitError
-from toolkit.evaluate.errors import analyse_errors, error_lines
+from toolkit.evaluate.reporting import error_lines
 from toolkit.spans.decoding import decode_flat, decode_multi_label
+from toolkit.spans.error_analysis import analyse_errors
 from toolkit.spans.label_space import LabelSpace, flat_tags
 from toolkit.spans.viterbi import iob2_transitions, viterbi_path
 from toolkit.tasks.optimization import learning_rates, parameter_depth

@@ -15,16 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from toolkit.spans.error_analysis import analyse_errors
 from toolkit.spans.overlaps import SpanLike, max_disjoint
+from toolkit.spans.words import words
 
-_WORD = re.compile(r"\w+|[^\w\s]")
 _ALNUM = re.compile(r"\w+")
 LENGTH_BUCKETS = [(1, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None)]
-
-
-def words(text: str) -> list[tuple[int, int]]:
-    """Word and punctuation offsets used by every token-based measure."""
-    return [m.span() for m in _WORD.finditer(text)]
 
 
 def word_set(text: str) -> set[str]:
@@ -291,8 +287,6 @@ def score(
     `unlocated[i]`: labels of document i's predictions that have no offsets (CLM hallucinations)."""
     if not (len(texts) == len(golds) == len(preds)):
         raise ValueError("texts, golds and preds must have one entry per document")
-    from toolkit.evaluate.errors import analyse_errors  # errors.py builds on this module's `words`
-
     docs = document_counts(texts, golds, preds, tolerances, jaccard_threshold, unlocated)
     names, matrix = _summary_vector(docs, tolerances)
     totals = matrix.sum(axis=0) if len(docs) else np.zeros(len(names))

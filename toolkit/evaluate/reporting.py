@@ -8,9 +8,9 @@ from pathlib import Path
 
 from toolkit.data.jsonl import write_jsonl
 from toolkit.data.schema import SpanRecord
-from toolkit.evaluate.errors import error_lines
 from toolkit.rundir import METRICS_FILE, REPORT_FILE
 from toolkit.spans.decoding import PredictedSpan
+from toolkit.spans.error_analysis import KINDS
 
 HEADLINE = [
     ("span_precision", "span precision (exact)"),
@@ -107,3 +107,30 @@ def score_table(title: str, metrics: dict):
         ci = metrics["ci95"].get(key)
         table.add_row(name.format(t=t), f"{metrics['summary'][key]:.4f}", f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "")
     return table
+
+
+def error_lines(analysis: dict) -> list[str]:
+    """Markdown for report.md."""
+    kinds = analysis["kinds"]
+    lines = [
+        "",
+        "## Errors by kind",
+        "",
+        f"{analysis['exact_matches']} exact matches. Each other prediction or gold span has one kind "
+        "(see `toolkit/spans/error_analysis.py`); boundary kinds show how many were off by one word.",
+        "",
+        "| kind | count | off by 1 word |",
+        "|---|---|---|",
+    ]
+    for k in KINDS:
+        v = kinds[k]
+        lines.append(f"| {k} | {v['count']} | {v.get('one_word', '')} |")
+    for key, title in (
+        ("top_false_positives", "Most frequent false positives"),
+        ("top_missed", "Most frequently missed"),
+        ("top_boundary_words", "Words most often missing or extra at a boundary"),
+    ):
+        if analysis[key]:
+            lines += ["", f"### {title}", "", "| text | count |", "|---|---|"]
+            lines += [f"| {t.replace('|', '/')} | {n} |" for t, n in analysis[key]]
+    return lines

@@ -5,7 +5,7 @@ Every prediction that is not an exact match, and every gold span with no exact m
 - boundary errors (one prediction overlaps one gold span of its label, and that gold span overlaps no
   other prediction): `start late` (leading words missing: often a modifier, "hereditary" in "hereditary
   breast cancer"), `start early`, `end early`, `end late` (the other boundary exact), or `both boundaries`;
-  each split by how far the boundary is off, 1 word or 2+ (words as `metrics.words` counts them);
+  each split by how far the boundary is off, 1 word or 2+ (words as `toolkit.spans.words` counts them);
 - `split span`: one gold span overlapped by two or more predictions of its label (its fragments);
 - `merged spans`: one prediction overlapping two or more gold spans of its label;
 - `wrong label`: same offsets, another label;
@@ -22,8 +22,8 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 
-from toolkit.evaluate.metrics import words
 from toolkit.spans.overlaps import SpanLike
+from toolkit.spans.words import words
 
 KINDS = (
     "start late",
@@ -119,30 +119,3 @@ def _boundary_kind(g: SpanLike, p: SpanLike, starts: list[int], ends: list[int])
     n_start = abs(bisect_right(starts, p.start) - bisect_right(starts, g.start))
     n_end = abs(bisect_left(ends, p.end) - bisect_left(ends, g.end))
     return "both boundaries", max(n_start, n_end), ("", [])
-
-
-def error_lines(analysis: dict) -> list[str]:
-    """Markdown for report.md."""
-    kinds = analysis["kinds"]
-    lines = [
-        "",
-        "## Errors by kind",
-        "",
-        f"{analysis['exact_matches']} exact matches. Each other prediction or gold span has one kind "
-        "(see `toolkit/evaluate/errors.py`); boundary kinds show how many were off by one word.",
-        "",
-        "| kind | count | off by 1 word |",
-        "|---|---|---|",
-    ]
-    for k in KINDS:
-        v = kinds[k]
-        lines.append(f"| {k} | {v['count']} | {v.get('one_word', '')} |")
-    for key, title in (
-        ("top_false_positives", "Most frequent false positives"),
-        ("top_missed", "Most frequently missed"),
-        ("top_boundary_words", "Words most often missing or extra at a boundary"),
-    ):
-        if analysis[key]:
-            lines += ["", f"### {title}", "", "| text | count |", "|---|---|"]
-            lines += [f"| {t.replace('|', '/')} | {n} |" for t, n in analysis[key]]
-    return lines
