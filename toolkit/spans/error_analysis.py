@@ -43,6 +43,25 @@ def _overlaps(a: SpanLike, b: SpanLike) -> bool:
     return a.start < b.end and b.start < a.end
 
 
+class _SpanIndex:
+    """The spans of one document by label, sorted by start, so the spans overlapping a span are found by
+    bisection instead of a scan of all of them (an early-training tagger can predict thousands a document)."""
+
+    def __init__(self, spans: Sequence[SpanLike]):
+        self.by_label: dict[str, tuple[list[SpanLike], list[int], int]] = {}
+        for label in {s.label for s in spans}:
+            ordered = sorted((s for s in spans if s.label == label), key=lambda s: s.start)
+            self.by_label[label] = (ordered, [s.start for s in ordered], max(s.end - s.start for s in ordered))
+
+    def overlapping(self, span: SpanLike) -> list[SpanLike]:
+        if span.label not in self.by_label:
+            return []
+        ordered, starts, longest = self.by_label[span.label]
+        # Only spans starting in (span.start - longest, span.end) can reach into `span`.
+        lo, hi = bisect_right(starts, span.start - longest), bisect_left(starts, span.end)
+        return [s for s in ordered[lo:hi] if _overlaps(s, span)]
+
+
 def _word_gap(starts: list[int], a: int, b: int) -> tuple[int, list[int]]:
     """How many words start in the characters [a, b), and their indices."""
     lo, hi = bisect_left(starts, a), bisect_left(starts, b)
@@ -71,8 +90,9 @@ def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], pr
         open_gold = [g for g in open_gold if (g.start, g.end) not in same_offsets]
         # Overlaps against every gold/pred span of the label, matched or not: a fragment that overlaps
         # an exactly matched gold span is still an error of that span's neighbourhood.
+        gold_index, pred_index = _SpanIndex(gold), _SpanIndex(pred)
         for p in open_pred:
-            hits = [g for g in gold if g.label == p.label and _overlaps(p, g)]
+            hits = gold_index.overlapping(p)
             if not hits:
                 counts["false positive"] += 1
                 fp_texts[text[p.start : p.end].lower()] += 1
@@ -80,7 +100,7 @@ def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], pr
                 counts["merged spans"] += 1
             else:
                 g = hits[0]
-                rivals = [q for q in pred if q.label == g.label and _overlaps(q, g)]
+                rivals = pred_index.overlapping(g)
                 if len(rivals) > 1:
                     counts["split span"] += 1  # counted per fragment; the gold span's count is below
                     continue
@@ -90,7 +110,7 @@ def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], pr
                 for w in gap[1]:
                     boundary_words[f"{gap[0]}: {text[spans[w][0] : spans[w][1]].lower()}"] += 1
         for g in open_gold:
-            if not any(q.label == g.label and _overlaps(q, g) for q in pred):
+            if not pred_index.overlapping(g):
                 counts["missed"] += 1
                 missed_texts[text[g.start : g.end].lower()] += 1
     return {
