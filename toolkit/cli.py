@@ -79,6 +79,7 @@ def import_(
     discontinuous: Annotated[str | None, typer.Option(help="brat: report (leave out, listed) | split (one span per fragment).")] = None,
     text_key: Annotated[str | None, typer.Option(help="labelstudio: the task data field holding the text.")] = None,
     spans_key: Annotated[str | None, typer.Option(help="docbin: read only doc.spans[KEY] (and doc.ents).")] = None,
+    predictions: Annotated[bool, typer.Option("--predictions", help="labelstudio: read model predictions (pre-annotations), not annotations.")] = False,
     map_label: Annotated[list[str] | None, typer.Option(help="OLD=NEW, repeatable; OLD= drops the label.")] = None,
     holdout: Annotated[list[Path] | None, typer.Option(help="Files of another split: documents also there are left out (leakage).")] = None,
     report: Annotated[Path | None, typer.Option(help="Write the full import report (every problem) as JSON.")] = None,
@@ -88,7 +89,7 @@ def import_(
     """Convert annotations to span JSONL. Everything left out is counted and listed."""
     from toolkit.data.importers import parse_label_map, run_import
 
-    options = {"scheme": scheme, "discontinuous": discontinuous, "text_key": text_key, "spans_key": spans_key}
+    options = {"scheme": scheme, "discontinuous": discontinuous, "text_key": text_key, "spans_key": spans_key, "predictions": predictions}
     _, log = run_import(fmt, sources, out, options, parse_label_map(map_label or []), holdout)
     if report:
         report.write_text(json.dumps(log.summary(), indent=2, ensure_ascii=False), encoding="utf-8")
@@ -174,6 +175,48 @@ def eval_(
     metrics, where = evaluate_run(run_path, data, out, bootstrap)
     console.print(summary_line(metrics))
     console.print(f"wrote {where}/metrics.json, report.md, predictions.jsonl")
+
+
+@app.command()
+def predict(
+    model: Annotated[Path, typer.Argument(metavar="MODEL", help="A run directory (`toolkit run`) or an artifact (`toolkit export`).")],
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help="Span JSONL (spans ignored), .txt, .pdf, .docx files, or folders of them.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output: span JSONL with the extracted text (or Label Studio JSON).")],
+    fmt: Annotated[str, typer.Option("--format", help="spans | labelstudio (tasks with pre-annotations and their scores).")] = "spans",
+    batch_size: Annotated[int, typer.Option(help="Documents per model call.")] = 16,
+    ray: Annotated[
+        str | None, typer.Option(help="Run on Ray Data: local (start Ray here), auto (the cluster this machine is in) or ray://HEAD:10001.", metavar="ADDRESS")
+    ] = None,
+    ray_actors: Annotated[int | None, typer.Option(help="Model actors on Ray (default: one per CPU of the cluster).")] = None,
+) -> None:
+    """Extract spans from a collection of documents. Streams to OUT; run it again to resume after a crash."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from toolkit.data.documents import count_documents, list_sources
+    from toolkit.infer.collection import predict_collection
+
+    files, _ = list_sources(inputs)
+    total = sum(count_documents(p) for p in files)
+    columns = (TextColumn("predict"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task("predict", total=total)
+        bar.advance(task, 0)
+        summary = predict_collection(model, inputs, out, fmt, batch_size, ray, ray_actors, progress=lambda n: bar.advance(task, n))
+    console.print(
+        f"{summary['predicted']} documents predicted in {summary['seconds']} s ({summary['documents_per_second']} docs/s, {summary['engine']}); "
+        f"{summary['already_done']} already in {summary['stream']}; {summary['failed']} failed"
+    )
+    if summary["repaired_torn_line"]:
+        console.print(f"removed a last line cut off mid-write in {summary['stream']} (its document was predicted again)")
+    for source, pages in summary["pages_without_text"].items():
+        console.print(f"{source}: no text layer on page(s) {', '.join(map(str, pages))}; those pages were not read (OCR them to include them)")
+    for failure in summary["failures"]:
+        doc = f" [{failure['id']}]" if failure["id"] else ""
+        console.print(f"[red]failed[/red] {escape(failure['source'])}{escape(doc)}: {escape(failure['reason'])}. Fix: {escape(failure['fix'])}")
+    if summary["files_skipped"]:
+        console.print(f"skipped {len(summary['files_skipped'])} files of other types, e.g. {summary['files_skipped'][0]}")
+    console.print(f"wrote {out}" + (f" (failures: {summary['failures_file']})" if summary["failed"] else ""))
+    raise typer.Exit(1 if summary["failed"] else 0)
 
 
 @app.command("compare")

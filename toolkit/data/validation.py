@@ -136,6 +136,17 @@ def check_spans(text: str, spans: list[Any], labels: frozenset[str] | None, wher
                     )
                 )
                 ok = False
+        if ok and span.text is not None and span.text != text[start:end]:
+            problems.append(
+                Problem(
+                    "text_mismatch",
+                    f"span {start}-{end} says its text is {span.text[:40]!r} but the document has {text[start:end][:40]!r}.",
+                    "the offsets or the text changed after the span was written: predict again on this text, or fix the offsets.",
+                    field=f"{path}.text",
+                    **where,
+                )
+            )
+            ok = False
         if labels is not None and span.label not in labels:
             problems.append(
                 Problem("unknown_label", f"label {span.label!r} is not in the label set.", suggest_label(span.label, labels), field=f"{path}.label", **where)

@@ -24,7 +24,7 @@ READERS = {
     "brat": ("brat", "read_brat", {"discontinuous": "report"}),
     "pubtator": ("pubtator", "read_pubtator", {}),
     "cuad": ("cuad", "read_cuad", {}),
-    "labelstudio": ("labelstudio", "read_labelstudio", {"text_key": None}),
+    "labelstudio": ("labelstudio", "read_labelstudio", {"text_key": None, "predictions": False}),
     "docbin": ("docbin", "read_docbin", {"spans_key": None}),
 }
 WRITERS = {

@@ -46,8 +46,9 @@ def _text_key(data: dict, wanted: str | None) -> str | None:
     return strings[0] if len(strings) == 1 else None
 
 
-def read_labelstudio(paths: list[Path], log: ImportLog, text_key: str | None = None) -> Iterator[SpanRecord]:
-    """One record per task, from its first non-cancelled annotation (others are reported)."""
+def read_labelstudio(paths: list[Path], log: ImportLog, text_key: str | None = None, predictions: bool = False) -> Iterator[SpanRecord]:
+    """One record per task, from its first non-cancelled annotation (others are reported); with
+    `predictions`, from its first model prediction instead (what `toolkit predict --format labelstudio` wrote)."""
     for path in paths:
         path = Path(path)
         try:
@@ -59,10 +60,10 @@ def read_labelstudio(paths: list[Path], log: ImportLog, text_key: str | None = N
         if not isinstance(tasks, list):
             raise ToolkitError(f"{path}: expected a list of tasks", fix="export the project as JSON (Export > JSON)")
         for n, task in enumerate(tasks):
-            yield from _task(task, n, path, log, text_key)
+            yield from _task(task, n, path, log, text_key, predictions)
 
 
-def _task(task, n: int, path: Path, log: ImportLog, text_key: str | None) -> Iterator[SpanRecord]:
+def _task(task, n: int, path: Path, log: ImportLog, text_key: str | None, predictions: bool = False) -> Iterator[SpanRecord]:
     where = {"file": str(path), "field": f"[{n}]"}
     if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
         log.drop_document("bad_task", f"task {n} has no 'data' object.", "export the project again as JSON.", **where)
@@ -80,16 +81,23 @@ def _task(task, n: int, path: Path, log: ImportLog, text_key: str | None) -> Ite
         )
         return
     text = task["data"][key]
-    annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict) and not a.get("was_cancelled")]
+    kind = "predictions" if predictions else "annotations"
+    annotations = [a for a in task.get(kind) or [] if isinstance(a, dict) and not a.get("was_cancelled")]
     if not annotations:
+        other = "predictions" if kind == "annotations" else "annotations"
+        hint = f" It has {other}: pass {'--predictions' if other == 'predictions' else 'no --predictions'} to read them." if task.get(other) else ""
         log.drop_document(
-            "unlabeled_task", f"task {rid} has no (non-cancelled) annotation.", "annotate it, or remove it from the export.", severity="warning", **where
+            "unlabeled_task",
+            f"task {rid} has no (non-cancelled) {kind}.{hint}",
+            "annotate it, or remove it from the export.",
+            severity="warning",
+            **where,
         )
         return
     if len(annotations) > 1:
         log.warn(
             "several_annotations",
-            f"task {rid} has {len(annotations)} annotations; used the first (id={annotations[0].get('id')}).",
+            f"task {rid} has {len(annotations)} {kind}; used the first (id={annotations[0].get('id')}).",
             "resolve disagreements in Label Studio, or export one annotator's work.",
             **where,
         )
@@ -107,7 +115,7 @@ def _task(task, n: int, path: Path, log: ImportLog, text_key: str | None) -> Ite
             if start in to_index and end in to_index and text[to_index[start] : to_index[end]] == expected:
                 start, end = to_index[start], to_index[end]
         for label in value.get("labels") or []:
-            span = checked_span(text, start, end, label, log, expected=expected, **{**where, "field": f"[{n}].annotations[0].result[{k}]"})
+            span = checked_span(text, start, end, label, log, expected=expected, **{**where, "field": f"[{n}].{kind}[0].result[{k}]"})
             if span is not None:
                 spans.append(span)
         if not value.get("labels"):
@@ -134,3 +142,32 @@ def write_labelstudio(records: list[SpanRecord], path: Path, log: ImportLog) -> 
         log.documents += 1
         log.spans += len(rec.spans)
     Path(path).write_text(json.dumps(tasks, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def write_labelstudio_predictions(stream: Path, out: Path, model_version: str) -> int:
+    """`toolkit predict`'s span JSONL as Label Studio tasks with pre-annotations (`predictions`), each
+    region with its score and the task scored by its lowest span score (Label Studio sorts tasks by it,
+    so the least certain come first to review). Import with `toolkit import labelstudio --predictions`."""
+    tasks = []
+    with Path(stream).open(encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            text, units = rec["text"], index_to_utf16(rec["text"])
+            result = [
+                {
+                    "id": f"p{k}",
+                    "from_name": "label",
+                    "to_name": "text",
+                    "type": "labels",
+                    "value": {"start": units[s["start"]], "end": units[s["end"]], "text": text[s["start"] : s["end"]], "labels": [s["label"]]},
+                    "score": s["score"],
+                }
+                for k, s in enumerate(rec["spans"])
+            ]
+            lowest = min((s["score"] for s in rec["spans"]), default=1.0)
+            data = {"text": text, "id": rec["id"], "source": rec["meta"]["source"]}
+            tasks.append({"data": data, "predictions": [{"model_version": model_version, "score": lowest, "result": result}]})
+    tmp = Path(out).with_name(Path(out).name + ".tmp")
+    tmp.write_text(json.dumps(tasks, ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.replace(out)
+    return len(tasks)

@@ -1,0 +1,190 @@
+"""`toolkit predict`: reading txt/PDF/DOCX/JSONL, equality with `toolkit eval`, resuming, failures,
+Label Studio pre-annotations, and Ray Data on a local instance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolkit.cli import app
+from toolkit.data.documents import DocumentError, list_sources, read_documents
+from toolkit.evaluate.evaluation import evaluate_run
+from toolkit.infer.collection import predict_collection
+
+SAMPLE = Path(__file__).resolve().parent.parent / "toolkit" / "data" / "sample" / "clinical_dev.jsonl"
+
+
+def make_pdf(path: Path, pages: list[str]) -> Path:
+    """A PDF with one Helvetica text line per line of each page's text; an empty string makes a page
+    without a text layer (as a scan has). Written by hand so the tests need no PDF writer."""
+    n = len(pages)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+    ]
+    for i, text in enumerate(pages):
+        escaped = [line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for line in text.split("\n")]
+        ops = ("BT /F1 11 Tf 14 TL 72 720 Td " + " ".join(f"({line}) Tj T*" for line in escaped) + " ET") if text else ""
+        stream = ops.encode("latin-1")
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>".encode())
+        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    out, offsets = b"%PDF-1.4\n", []
+    for k, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % k + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(out)
+    return path
+
+
+def make_docx(path: Path, paragraphs: list[str], table: list[list[str]] | None = None) -> Path:
+    import docx
+
+    document = docx.Document()
+    for p in paragraphs:
+        document.add_paragraph(p)
+    if table:
+        t = document.add_table(rows=len(table), cols=len(table[0]))
+        for r, row in enumerate(table):
+            for c, cell in enumerate(row):
+                t.cell(r, c).text = cell
+    document.save(str(path))
+    return path
+
+
+def _sample_texts(n: int) -> list[str]:
+    return [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()[:n]]
+
+
+def test_documents_are_read_from_each_format(tmp_path):
+    texts = _sample_texts(2)
+    make_pdf(tmp_path / "a.pdf", [texts[0], "", texts[1]])
+    make_docx(tmp_path / "b.docx", ["First paragraph.", "Second one."], table=[["Drug", "Dose"], ["aspirin", "81 mg"]])
+    (tmp_path / "c.txt").write_text(texts[0], encoding="utf-8")
+    (tmp_path / "notes.md").write_text("not read")
+    files, skipped = list_sources([tmp_path])
+    assert [f.name for f in files] == ["a.pdf", "b.docx", "c.txt"] and [f.name for f in skipped] == ["notes.md"]
+    pdf = next(read_documents(tmp_path / "a.pdf"))
+    # Pages join with a form feed; the page without a text layer is named (1-based).
+    assert pdf.text.split("\f")[0].split() == texts[0].split() and pdf.text.split("\f")[2].split() == texts[1].split()
+    assert pdf.meta["pages"] == 3 and pdf.meta["pages_without_text"] == [2]
+    docx_doc = next(read_documents(tmp_path / "b.docx"))
+    assert docx_doc.text == "First paragraph.\nSecond one.\nDrug\tDose\naspirin\t81 mg" and docx_doc.meta["tables"] == 1
+    assert next(read_documents(tmp_path / "c.txt")).text == texts[0]
+    with pytest.raises(DocumentError, match="no text layer on any of its 2 pages"):
+        next(read_documents(make_pdf(tmp_path / "scan.pdf", ["", ""])))
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 this is not a pdf")
+    with pytest.raises(DocumentError, match="not a readable PDF"):
+        next(read_documents(tmp_path / "broken.pdf"))
+
+
+def _spans(path: Path) -> dict[str, list[dict]]:
+    return {r["id"]: r["spans"] for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_predict_gives_the_spans_eval_gives_and_writes_checkable_text(tiny_mlm_run, tiny_mlm_artifact, tmp_path):
+    for model in (tiny_mlm_run, tiny_mlm_artifact):
+        out = tmp_path / f"{model.name}.jsonl"
+        summary = predict_collection(model, [SAMPLE], out, batch_size=3)
+        assert summary["predicted"] == len(SAMPLE.read_text().splitlines()) and summary["failed"] == 0
+        _, eval_out = evaluate_run(model, str(SAMPLE), tmp_path / f"eval_{model.name}", bootstrap=0)
+        assert _spans(out) == _spans(eval_out / "predictions.jsonl")
+        # The output is span JSONL: `toolkit check` reads it, and every span's text matches its offsets.
+        result = CliRunner().invoke(app, ["check", str(out)])
+        assert result.exit_code == 0, result.output
+        first = json.loads(out.read_text().splitlines()[0])
+        assert first["meta"]["source"] == str(SAMPLE) and first["meta"]["line"] == 1 and first["meta"]["model"]
+
+
+def test_a_crashed_run_resumes_where_it_stopped(tiny_mlm_run, tmp_path):
+    full = tmp_path / "full.jsonl"
+    predict_collection(tiny_mlm_run, [SAMPLE], full)
+    lines = full.read_text().splitlines(keepends=True)
+    # A crash after two documents, in the middle of writing the third.
+    out = tmp_path / "resumed.jsonl"
+    out.write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2])
+    summary = predict_collection(tiny_mlm_run, [SAMPLE], out)
+    assert summary["already_done"] == 2 and summary["repaired_torn_line"] and summary["predicted"] == len(lines) - 2
+    assert out.read_text() == full.read_text()
+    # Nothing left to do: a third run predicts nothing and leaves the file as it is.
+    assert predict_collection(tiny_mlm_run, [SAMPLE], out)["predicted"] == 0 and out.read_text() == full.read_text()
+
+
+def test_failed_documents_are_reported_and_the_rest_go_on(tiny_mlm_run, tmp_path):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    texts = _sample_texts(2)
+    (inputs / "good.txt").write_text(texts[0])
+    (inputs / "empty.txt").write_text("  \n")
+    (inputs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    make_pdf(inputs / "scan.pdf", [""])
+    make_pdf(inputs / "partial.pdf", ["", texts[1]])
+    (inputs / "records.jsonl").write_text(
+        json.dumps({"id": "r1", "text": texts[1]}) + "\n{not json\n" + json.dumps({"id": "r1", "text": "again"}) + "\n" + json.dumps({"id": "r2"}) + "\n"
+    )
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["predict", str(tiny_mlm_run), str(inputs), "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(Path(r["meta"]["source"]).name for r in written) == ["good.txt", "partial.pdf", "records.jsonl"]
+    failures = [json.loads(line) for line in (tmp_path / "out.jsonl.failures.jsonl").read_text().splitlines()]
+    reasons = {(Path(f["source"]).name, f["id"]): f["reason"] for f in failures}
+    assert reasons[("empty.txt", None)] == "no text"
+    assert "not UTF-8" in reasons[("latin1.txt", None)]
+    assert "no text layer" in reasons[("scan.pdf", None)]
+    assert "line 2: not JSON" in reasons[("records.jsonl", "line 2")]
+    assert "appears again" in reasons[("records.jsonl", "r1")]
+    assert "no 'text'" in reasons[("records.jsonl", "line 4")]
+    assert len(failures) == 6 and all(f["fix"] for f in failures)
+    # The console names each failure and the page without text.
+    assert "scan.pdf" in result.output and "no text layer on page(s) 1" in result.output
+
+
+def test_labelstudio_preannotations_round_trip(tiny_mlm_run, tmp_path):
+    out = tmp_path / "tasks.json"
+    predict_collection(tiny_mlm_run, [SAMPLE], out, fmt="labelstudio")
+    tasks = json.loads(out.read_text())
+    predicted = _spans(tmp_path / "tasks.json.spans.jsonl")
+    assert len(tasks) == len(predicted)
+    task = next(t for t in tasks if t["predictions"][0]["result"])
+    region = task["predictions"][0]["result"][0]
+    assert 0 <= region["score"] <= 1 and task["predictions"][0]["score"] == min(r["score"] for r in task["predictions"][0]["result"])
+    back = tmp_path / "back.jsonl"
+    result = CliRunner().invoke(app, ["import", "labelstudio", str(out), "-o", str(back), "--predictions"])
+    assert result.exit_code == 0, result.output
+    imported = {r["id"]: r["spans"] for r in map(json.loads, back.read_text().splitlines())}
+    # Every task comes back, those without predicted spans as documents without spans.
+    as_tuples = {i: sorted((s["start"], s["end"], s["label"]) for s in spans) for i, spans in predicted.items()}
+    assert {i: sorted((s["start"], s["end"], s["label"]) for s in spans) for i, spans in imported.items()} == as_tuples
+    # Without --predictions the tasks hold no annotations, and the importer says how to read them.
+    report = tmp_path / "report.json"
+    CliRunner().invoke(app, ["import", "labelstudio", str(out), "-o", str(tmp_path / "none.jsonl"), "--report", str(report)])
+    problems = json.loads(report.read_text())["problems"]["items"]
+    assert len(problems) == len(tasks) and all("pass --predictions to read them" in p["message"] for p in problems)
+
+
+def test_ray_data_on_a_local_instance_writes_what_the_local_path_writes(tiny_mlm_run, tmp_path):
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[data]')")
+    import ray
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i, text in enumerate(_sample_texts(4)):
+        (inputs / f"{i}.txt").write_text(text)
+    (inputs / "empty.txt").write_text("")
+    make_docx(inputs / "d.docx", _sample_texts(2))
+    local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    predict_collection(tiny_mlm_run, [SAMPLE, inputs], local, batch_size=4)
+    try:
+        summary = predict_collection(tiny_mlm_run, [SAMPLE, inputs], on_ray, batch_size=4, ray_address="local", ray_actors=2)
+    finally:
+        ray.shutdown()
+    assert summary["engine"] == "ray (local)" and summary["failed"] == 1
+    assert on_ray.read_text() == local.read_text()
+    assert (tmp_path / "ray.jsonl.failures.jsonl").read_text() == (tmp_path / "local.jsonl.failures.jsonl").read_text()

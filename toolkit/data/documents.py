@@ -1,0 +1,162 @@
+"""Unlabeled documents for `toolkit predict`: span JSONL, .txt, .pdf (text layer) and .docx, or folders of them.
+
+Each reader returns the text the model reads; that text is written with the predictions, so every
+offset can be checked against it. A file that cannot be read raises `DocumentError` with the reason
+and a fix; the caller reports it and goes on with the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.errors import ToolkitError
+
+SUFFIXES = (".jsonl", ".txt", ".pdf", ".docx")
+# Pages of a PDF are joined with a form feed, as pdftotext does: offsets stay in one string, and a
+# page break stays visible in the written text.
+PAGE_BREAK = "\f"
+
+
+class DocumentError(Exception):
+    """One document (or file) that could not be read: the reason and what to do about it."""
+
+    def __init__(self, reason: str, fix: str):
+        super().__init__(reason)
+        self.reason, self.fix = reason, fix
+
+
+@dataclass
+class InputDocument:
+    """A document to predict on. `key` (source, id) is unique in a collection and is what a resumed run skips."""
+
+    id: str
+    text: str
+    source: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.source, self.id)
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "text": self.text, "source": self.source, "meta": self.meta}
+
+
+def list_sources(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
+    """Files to read (named files, and folders searched recursively in sorted order), and the files of
+    those folders with other suffixes, which are reported as skipped rather than left out silently.
+    Paths are absolute, so a document's source names it wherever the run (or a Ray worker) starts."""
+    files, skipped = [], []
+    for path in (Path(p).resolve() for p in inputs):
+        if path.is_dir():
+            for p in sorted(q for q in path.rglob("*") if q.is_file() and not q.name.startswith(".")):
+                (files if p.suffix.lower() in SUFFIXES else skipped).append(p)
+        elif path.is_file():
+            if path.suffix.lower() not in SUFFIXES:
+                raise ToolkitError(f"{path}: cannot read {path.suffix or 'files without a suffix'}", fix=f"pass {', '.join(SUFFIXES)} files, or a folder")
+            files.append(path)
+        else:
+            raise ToolkitError(f"{path}: no such file or folder", fix="check the path")
+    if not files:
+        raise ToolkitError(f"no {'/'.join(SUFFIXES)} files in {', '.join(map(str, inputs))}", fix="pass files or folders that hold documents")
+    return files, skipped
+
+
+def read_documents(path: Path) -> Iterator[InputDocument | tuple[str, DocumentError]]:
+    """The documents of one file. A JSONL file yields one per line, and a bad line yields
+    (its id or line, DocumentError) so the other lines still count; any other file yields one document
+    or raises DocumentError."""
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        yield from _jsonl(path)
+        return
+    reader = {".txt": _txt, ".pdf": _pdf, ".docx": _docx}[suffix]
+    text, meta = reader(path)
+    if not text.strip():
+        raise DocumentError("no text", "the file is empty or holds only whitespace")
+    yield InputDocument(id=str(path), text=text, source=str(path), meta={"format": suffix[1:], **meta})
+
+
+def count_documents(path: Path) -> int:
+    """Documents `read_documents` will yield (for the progress bar): lines of a JSONL file, else one."""
+    if path.suffix.lower() != ".jsonl":
+        return 1
+    with path.open("rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _jsonl(path: Path) -> Iterator[InputDocument | tuple[str, DocumentError]]:
+    # Spans are ignored, so a record needs only its text; ids default to the line number.
+    with path.open(encoding="utf-8", errors="strict") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"line {n}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield where, DocumentError(f"line {n}: not JSON ({exc.msg})", "write one JSON object per line")
+                continue
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+                yield where, DocumentError(f"line {n}: no 'text' string field", 'each line needs {"id": ..., "text": "..."}')
+                continue
+            rid = obj.get("id", where)
+            if not obj["text"].strip():
+                yield str(rid), DocumentError(f"line {n}: 'text' is empty", "remove the record, or give it text")
+                continue
+            meta = {"format": "jsonl", "line": n}
+            yield InputDocument(id=str(rid), text=obj["text"], source=str(path), meta=meta)
+
+
+def _txt(path: Path) -> tuple[str, dict]:
+    try:
+        return path.read_text(encoding="utf-8-sig"), {}
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"not UTF-8 (byte {exc.start})", "convert it, e.g. `iconv -f latin1 -t utf-8`") from None
+
+
+def _pdf(path: Path) -> tuple[str, dict]:
+    """The text layer of every page, joined by PAGE_BREAK; pages without one are listed (1-based)."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(path)
+        if reader.is_encrypted:
+            raise DocumentError("the PDF is encrypted", "decrypt it first, e.g. `qpdf --decrypt in.pdf out.pdf`")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except DocumentError:
+        raise
+    except (PdfReadError, OSError, ValueError, KeyError) as exc:
+        raise DocumentError(f"not a readable PDF ({type(exc).__name__}: {exc})", "open it in a PDF viewer; re-save or repair it") from None
+    empty = [i + 1 for i, text in enumerate(pages) if not text.strip()]
+    if pages and len(empty) == len(pages):
+        raise DocumentError(
+            f"no text layer on any of its {len(pages)} pages (a scan?)", "run OCR first, e.g. `ocrmypdf in.pdf out.pdf`, and predict on the output"
+        )
+    return PAGE_BREAK.join(pages), {"pages": len(pages), "pages_without_text": empty}
+
+
+def _docx(path: Path) -> tuple[str, dict]:
+    """Paragraphs and tables in body order: a paragraph a line, table cells by tabs and rows by lines."""
+    import zipfile
+
+    import docx
+    from docx.table import Table
+
+    try:
+        document = docx.Document(str(path))
+    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise DocumentError(f"not a readable .docx ({type(exc).__name__}: {exc})", "open it in a word processor and save it as .docx again") from None
+    blocks = []
+    tables = 0
+    for block in document.iter_inner_content():
+        if isinstance(block, Table):
+            tables += 1
+            blocks.extend("\t".join(cell.text for cell in row.cells) for row in block.rows)
+        else:
+            blocks.append(block.text)
+    return "\n".join(blocks), {"paragraphs": len(document.paragraphs), "tables": tables}

@@ -1,0 +1,76 @@
+"""`toolkit predict --ray ADDRESS`: the same per-document functions as the local path, on Ray Data.
+
+Files are read by Ray tasks (`extract_file`), and documents go through a pool of actors that each
+load the model once (`Predictor`, calling `batched_rows` as the local path does). Rows stream back to
+the driver, which writes OUT, so resuming and failure reporting are the local path's own. Order is
+preserved, so OUT has the same lines in the same order as a local run.
+
+On a cluster, every node needs the toolkit installed and the model at the same path (a shared file
+system, or copy it first); docs/predict.md says how.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.errors import ToolkitError
+from toolkit.infer.rows import batched_rows, extract_file, model_id_of
+
+
+def _extract(item: dict, done: frozenset) -> list[dict]:
+    return [{"row": row} for row in extract_file(item["path"], done)]
+
+
+class Predictor:
+    """One model per actor, loaded once; a batch of rows in, output rows out."""
+
+    def __init__(self, model: str, batch_size: int):
+        from toolkit.infer import load_predictor
+
+        self.predictor = load_predictor(model)
+        self.model_id = model_id_of(Path(model))
+        self.batch_size = batch_size
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows = list(batched_rows([str(r) for r in batch["row"]], self.predictor, self.model_id, self.batch_size))
+        return {"row": np.array(rows, dtype=object)}
+
+
+def connect(address: str) -> dict:
+    """Join the cluster at `address` ("auto", "ray://head:10001", ...) or start one here ("local")."""
+    import ray
+
+    if not ray.is_initialized():
+        try:
+            ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        except ConnectionError as exc:
+            raise ToolkitError(f"cannot reach a Ray cluster at {address!r}: {exc}", fix="start one (`ray start --head`), or pass --ray local") from None
+    return ray.cluster_resources()
+
+
+def ray_rows(model: Path, files: list[Path], done: frozenset, batch_size: int, address: str, actors: int | None) -> Iterator[str]:
+    """Output rows, in input order, from a Ray Data pipeline: read tasks, then `actors` model actors
+    (default: one per CPU of the cluster, each with one CPU)."""
+    import ray
+
+    resources = connect(address)
+    actors = actors or max(1, int(resources.get("CPU", 1)))
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    dataset = ray.data.from_items([{"path": str(p)} for p in files])
+    # Reading is light next to the model, and reserving a CPU for it would leave read tasks waiting on
+    # the actors' CPUs (each actor holds one): read tasks reserve none.
+    dataset = dataset.flat_map(_extract, fn_kwargs={"done": done}, num_cpus=0)
+    dataset = dataset.map_batches(
+        Predictor,
+        fn_constructor_kwargs={"model": str(Path(model).resolve()), "batch_size": batch_size},
+        batch_size=batch_size,
+        concurrency=actors,
+        num_cpus=1,
+        batch_format="numpy",
+    )
+    for row in dataset.iter_rows():
+        yield str(row["row"])
