@@ -238,3 +238,16 @@ def test_toolkit_serve_stops_its_whole_process_tree(tiny_mlm_artifact, tmp_path)
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no owner
         sock.bind(("127.0.0.1", port))  # nothing listens on the port any more
+
+
+def test_toolkit_predict_on_a_pdf_gives_the_served_spans(server, tiny_mlm_artifact, tmp_path):
+    from test_predict import make_pdf
+
+    from toolkit.infer.collection import predict_collection
+
+    texts = [r.text for r in load_records("sample:clinical_dev")[:2]]
+    out = tmp_path / "out.jsonl"
+    predict_collection(tiny_mlm_artifact, [make_pdf(tmp_path / "notes.pdf", texts)], out)
+    record = json.loads(out.read_text())
+    status, body = server.post("/extract", {"text": record["text"]}, headers=AUTH)
+    assert status == 200 and body["spans"] == record["spans"] and record["spans"]
