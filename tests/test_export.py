@@ -34,6 +34,14 @@ def test_fp32_artifact_is_self_contained_and_matches_pytorch(tiny_mlm_run, tiny_
     assert parity["documents"] == 5 and parity["onnx_fp32"]["max_logit_diff"] < 1e-3
     assert parity["onnx_fp32"]["span_f1"] == parity["pytorch_span_f1"] == 1.0
     assert parity["onnx_fp32"]["argmax_agreement"] == 1.0
+    # The model card: Hugging Face layout, with the run's data, dev metrics and the parity figures.
+    card = (tiny_mlm_artifact / "README.md").read_text()
+    assert "README.md" in manifest["files"] and card.startswith("---\nlibrary_name: clause-entity-toolkit\npipeline_tag: token-classification")
+    labels = json.loads((tiny_mlm_artifact / "toolkit.json").read_text())["labels"]
+    assert all(f"`{label}`" in card for label in labels)
+    for section in ("## Model details", "## Training data", "## Evaluation (dev)", "## Export parity", "## Intended use", "## Limitations"):
+        assert section in card
+    assert "5 documents" in card and "span F1 (exact) | 1.000" in card and "argmax agreement 1.0000" in card
     # `toolkit eval` on the artifact gives the same spans as on the run it came from.
     data = "sample:clinical_dev"
     _, run_out = evaluate_run(tiny_mlm_run, data, tiny_mlm_run.parent / "eval_run", bootstrap=0)

@@ -28,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from toolkit.deploy.model_card import write_model_card
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
@@ -335,6 +336,10 @@ def export_run(
         for name in paths:
             paths[name]["chosen"] = name == chosen
         artifact = built[chosen]
+        # The model card is written before the manifest, so its checksum is listed like every other file.
+        write_model_card(
+            run, artifact, {"task": task, "path": chosen, "runtime": PATHS[chosen][0], "precision": PATHS[chosen][1], "parity": parity, "hardware": hardware}
+        )
         manifest = write_manifest(
             artifact,
             {

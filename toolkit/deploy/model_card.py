@@ -1,0 +1,183 @@
+"""The artifact's README.md: a model card in the Hugging Face layout (YAML metadata, then sections).
+
+Everything in it comes from files the run wrote (config.yaml, data_report.json, metrics.json,
+toolkit.json) and from the export's parity figures, so the card says only what was measured.
+`render_model_card` is pure: `write_model_card` gathers the inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from toolkit.rundir import Run
+
+PIPELINE_TAGS = {"token_classification": "token-classification", "segment_classification": "text-classification", "span_generation": "text-generation"}
+TASK_WORDS = {
+    "token_classification": "token classification (an encoder tags each word; spans are decoded from the tags)",
+    "segment_classification": "segment classification (an encoder scores sentence-aligned segments per label; thresholds per label)",
+    "span_generation": "span generation (a decoder writes the spans it finds; each is located in the text, unlocated ones are dropped and counted)",
+}
+WEAK_F1 = 0.5  # labels under this dev F1 are named in the limitations
+
+
+def base_model_of(name: str, task: str) -> str:
+    """The recipe's model.name, with 'default' resolved to the hub id of the offline default."""
+    if name != "default":
+        return name
+    from toolkit.pretrained import DEFAULT_DECODER_HUB_ID, DEFAULT_ENCODER_HUB_ID
+
+    return DEFAULT_DECODER_HUB_ID if task == "span_generation" else DEFAULT_ENCODER_HUB_ID
+
+
+def _figure(summary: dict, ci: dict, key: str) -> str:
+    if key not in summary:
+        return "n/a"
+    interval = f" ({ci[key][0]:.3f} to {ci[key][1]:.3f})" if ci.get(key) else ""
+    return f"{summary[key]:.3f}{interval}"
+
+
+def render_model_card(name: str, meta: dict, recipe: dict | None, data_report: dict | None, metrics: dict | None, export: dict) -> str:
+    """Markdown with YAML front matter. `export` holds the manifest's task, path, precision, parity and hardware."""
+    task = meta.get("task", "token_classification")
+    model = (recipe or {}).get("model", {})
+    data = (recipe or {}).get("data", {})
+    base = base_model_of(model.get("name", "default"), task)
+    labels = meta["labels"]
+    front = {
+        "library_name": "clause-entity-toolkit",
+        "pipeline_tag": PIPELINE_TAGS.get(task, task),
+        "base_model": base,
+        "tags": ["onnx" if export["runtime"] == "onnx" else "pytorch", task, "span-extraction"],
+        "language": ["en"],
+    }
+    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "", f"# {name}", ""]
+    lines += [
+        f"Extracts {len(labels)} span label{'s' if len(labels) != 1 else ''} from text by {TASK_WORDS.get(task, task)}.",
+        f"Fine-tuned from `{base}` with clause-entity-toolkit; exported as `{export['path']}` ({export['precision']}).",
+        "",
+        "## Model details",
+        "",
+        f"- Task: `{task}`",
+        f"- Base model: `{base}`",
+        f"- Labels: {', '.join(f'`{label}`' for label in labels)}",
+        f"- Windows: {meta.get('max_length')} tokens, stride {meta.get('stride')}" + (f"; decoding `{meta['decoding']}`" if meta.get("decoding") else ""),
+    ]
+    if meta.get("thresholds"):
+        lines.append("- Decision thresholds per label (chosen on dev): " + ", ".join(f"{lb} {t}" for lb, t in zip(labels, meta["thresholds"])))
+    lines += ["", "## Training data", ""]
+    if data_report:
+        train, dev = data_report.get("train", {}), data_report.get("dev", {})
+        lines += [
+            f"- Train: `{data.get('train', '?')}`: {train.get('documents', '?')} documents, {train.get('spans', '?')} spans of these labels.",
+            f"- Dev: `{data.get('dev', '?')}`: {dev.get('documents', '?')} documents, {dev.get('spans', '?')} spans.",
+        ]
+        for corpus in data_report.get("train_corpora", [])[1:]:
+            lines.append(f"- Extra training corpus: `{corpus.get('path')}` ({corpus.get('documents', '?')} documents per epoch).")
+        if data.get("train") and data.get("train") == data.get("dev"):
+            lines.append("- **Dev is the training file**: the evaluation below is not on held-out documents.")
+        if data.get("label_map"):
+            lines.append(f"- Label map applied on load: {json.dumps(data['label_map'])}")
+    else:
+        lines.append("The run's data report was not found; the training data is not described.")
+    lines += ["", "## Evaluation (dev)", ""]
+    if metrics:
+        s, ci = metrics["summary"], metrics.get("ci95", {})
+        boots = metrics.get("settings", {}).get("bootstrap")
+        lines += [
+            f"On {metrics['counts']['documents']} dev documents ({metrics['counts']['gold_spans']} gold spans). "
+            + (f"95% CIs from {boots} bootstrap resamples over documents." if boots else "No bootstrap CIs were computed (eval.bootstrap = 0)."),
+            "",
+            "| metric | value (95% CI) |",
+            "|---|---|",
+        ]
+        for key, title in (
+            ("span_precision", "span precision (exact)"),
+            ("span_recall", "span recall (exact)"),
+            ("span_f1", "span F1 (exact)"),
+            ("jaccard_precision", "precision, overlap (Jaccard >= 0.5)"),
+            ("jaccard_recall", "recall, overlap (Jaccard >= 0.5)"),
+            ("boundary_both_within_3_recall", "recall, both boundaries within 3 words"),
+            ("hallucination_rate", "hallucination rate"),
+        ):
+            # A tagger's spans are always in the text: its hallucination rate is 0 by construction.
+            if key in s and (key != "hallucination_rate" or task == "span_generation"):
+                lines.append(f"| {title} | {_figure(s, ci, key)} |")
+        lines += ["", "| label | support | precision | recall | F1 |", "|---|---|---|---|---|"]
+        for label, v in metrics["per_label"].items():
+            lines.append(f"| {label} | {v['support']} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} |")
+    else:
+        lines.append("The run's metrics.json was not found: this model has no recorded evaluation.")
+    parity = export["parity"]
+    figures = parity[export["path"]]
+    lines += [
+        "",
+        "## Export parity",
+        "",
+        f"Checked on the first {parity['documents']} documents of `{parity['source']}` against the run's PyTorch fp32 model "
+        f"(span F1 {parity['pytorch_span_f1']:.4f}): this artifact's span F1 {figures['span_f1']:.4f}"
+        + (f", largest logit difference {figures['max_logit_diff']:.2e}" if "max_logit_diff" in figures else "")
+        + (f", argmax agreement {figures['argmax_agreement']:.4f}" if "argmax_agreement" in figures else "")
+        + f". Measured on {export['hardware'].get('cpu', 'this CPU')}.",
+        "",
+        "## Intended use",
+        "",
+        f"Pre-annotation and triage: finding candidate {', '.join(labels[:6])}{' and others' if len(labels) > 6 else ''} spans in English text like "
+        "the training data, for a person to review. It is not a substitute for legal or medical judgement.",
+        "",
+        "```bash",
+        "toolkit predict THIS_DIR contracts/ -o spans.jsonl            # txt, pdf, docx, span JSONL",
+        "toolkit predict THIS_DIR notes/ -o tasks.json --format labelstudio",
+        "toolkit serve THIS_DIR                                         # POST /extract",
+        "```",
+        "",
+        "## Limitations",
+        "",
+    ]
+    lines += _limitations(task, base, labels, meta, metrics, data_report)
+    return "\n".join(lines) + "\n"
+
+
+def _limitations(task: str, base: str, labels: list[str], meta: dict, metrics: dict | None, data_report: dict | None) -> list[str]:
+    out = []
+    if metrics:
+        weak = [f"{lb} (F1 {v['f1']:.2f}, precision {v['precision']:.2f})" for lb, v in metrics["per_label"].items() if v["f1"] < WEAK_F1]
+        if weak:
+            out.append(f"- Labels under dev F1 {WEAK_F1}: {', '.join(weak)}. Review every span of these.")
+        s = metrics["summary"]
+        out.append(
+            f"- At the saved {'thresholds' if meta.get('thresholds') else 'decision rule'}, dev precision is {s['span_precision']:.2f}: "
+            f"about {round((1 - s['span_precision']) * 100)} of 100 predicted spans are not exact gold spans."
+        )
+        if metrics["counts"]["documents"] < 100:
+            out.append(f"- The dev set has {metrics['counts']['documents']} documents: the figures above are uncertain for that reason.")
+    if data_report and "train" in data_report:
+        other = data_report["train"].get("spans_other_labels") or {}
+        if other:
+            out.append(f"- Only these {len(labels)} labels are extracted; the training data had {len(other)} other labels, not learned.")
+    if "uncased" in base.lower() or "minilm" in base.lower():
+        out.append(f"- `{base}` is uncased: capitalisation (defined terms, gene symbols) is invisible to the model.")
+    if task == "span_generation":
+        out.append("- Generated spans that cannot be found in the text are dropped and counted; generation is slow on CPU.")
+    out.append(
+        f"- Documents are read in windows of {meta.get('max_length')} tokens; spans longer than a window are cut or missed."
+        " PDF pages without a text layer are not read (OCR them first)."
+    )
+    return out
+
+
+def write_model_card(run: Run, directory: Path, export: dict) -> Path:
+    """README.md in `directory` from the run's own files and the export's figures."""
+    run_dir = run.path if (run.path / "metrics.json").is_file() else run.model_dir.parent
+
+    def read(name: str) -> dict | None:
+        path = run_dir / name
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    recipe = run.recipe.model_dump(mode="json") if run.recipe else None
+    text = render_model_card(run_dir.name, run.meta, recipe, read("data_report.json"), read("metrics.json"), export)
+    path = Path(directory) / "README.md"
+    path.write_text(text, encoding="utf-8")
+    return path
