@@ -1,7 +1,7 @@
 """`toolkit predict` throughput: the local path against Ray Data on this machine, and the driver's ceiling.
 
     .venv/bin/python bench/predict_bench.py MODEL --data ../shared/data/ncbi_disease/dev.jsonl \
-        [--engines local ray:1 ray:2] [--repeat 3] [--out FILE.json]
+        [--engines local ray:1 ray:2 ray:1x2] [--repeat 3] [--out FILE.json]
 
 Each engine predicts every document of --data into a fresh file (--repeat times; medians reported).
 The first run of each engine includes starting Ray (`ray.init`); later runs reuse the instance, but each
@@ -54,7 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model", type=Path)
     parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--engines", nargs="+", default=["local", "ray:1", "ray:2"])
+    parser.add_argument("--engines", nargs="+", default=["local", "ray:1", "ray:2", "ray:1x2"])
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path)
@@ -65,7 +65,9 @@ def main() -> None:
     results, reference = {}, None
     with tempfile.TemporaryDirectory() as tmp:
         for engine in args.engines:
-            kind, _, actors = engine.partition(":")
+            # ray:A runs A actors of one CPU; ray:AxC runs A actors of C CPUs (and threads) each.
+            kind, _, shape = engine.partition(":")
+            actors, _, cpus = shape.partition("x")
             walls, cold = [], None
             for k in range(args.repeat):
                 out = Path(tmp) / f"{engine.replace(':', '_')}_{k}.jsonl"
@@ -75,7 +77,9 @@ def main() -> None:
 
                     if ray.is_initialized() and k == 0:
                         ray.shutdown()  # each Ray engine starts its own instance: its cold start is measured
-                    summary = predict_collection(args.model, [args.data], out, batch_size=args.batch_size, ray_address="local", ray_actors=int(actors))
+                    summary = predict_collection(
+                        args.model, [args.data], out, batch_size=args.batch_size, ray_address="local", ray_actors=int(actors), ray_cpus_per_actor=int(cpus or 1)
+                    )
                 else:
                     summary = predict_collection(args.model, [args.data], out, batch_size=args.batch_size)
                 wall = time.perf_counter() - started

@@ -187,7 +187,8 @@ def predict(
     ray: Annotated[
         str | None, typer.Option(help="Run on Ray Data: local (start Ray here), auto (the cluster this machine is in) or ray://HEAD:10001.", metavar="ADDRESS")
     ] = None,
-    ray_actors: Annotated[int | None, typer.Option(help="Model actors on Ray (default: one per CPU of the cluster).")] = None,
+    ray_actors: Annotated[int | None, typer.Option(help="Model actors on Ray (default: as many as the cluster's CPUs allow).")] = None,
+    ray_cpus_per_actor: Annotated[int, typer.Option(help="CPUs (and threads) of each model actor on Ray.")] = 1,
 ) -> None:
     """Extract spans from a collection of documents. Streams to OUT; run it again to resume after a crash."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -201,7 +202,7 @@ def predict(
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task("predict", total=total)
         bar.advance(task, 0)
-        summary = predict_collection(model, inputs, out, fmt, batch_size, ray, ray_actors, progress=lambda n: bar.advance(task, n))
+        summary = predict_collection(model, inputs, out, fmt, batch_size, ray, ray_actors, ray_cpus_per_actor, progress=lambda n: bar.advance(task, n))
     console.print(
         f"{summary['predicted']} documents predicted in {summary['seconds']} s ({summary['documents_per_second']} docs/s, {summary['engine']}); "
         f"{summary['already_done']} already in {summary['stream']}; {summary['failed']} failed"

@@ -65,13 +65,14 @@ def list_sources(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
     return files, skipped
 
 
-def read_documents(path: Path) -> Iterator[InputDocument | tuple[str, DocumentError]]:
-    """The documents of one file. A JSONL file yields one per line, and a bad line yields
+def read_documents(path: Path, piece: tuple[int, int, int] | None = None) -> Iterator[InputDocument | tuple[str, DocumentError]]:
+    """The documents of one file. A JSONL file yields one per line (only the lines of `piece`, a
+    (start byte, end byte, first line number) from `split_jsonl`, when given), and a bad line yields
     (its id or line, DocumentError) so the other lines still count; any other file yields one document
     or raises DocumentError."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        yield from _jsonl(path)
+        yield from _jsonl(path, piece)
         return
     reader = {".txt": _txt, ".pdf": _pdf, ".docx": _docx}[suffix]
     text, meta = reader(path)
@@ -88,27 +89,49 @@ def count_documents(path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-def _jsonl(path: Path) -> Iterator[InputDocument | tuple[str, DocumentError]]:
-    # Spans are ignored, so a record needs only its text; ids default to the line number.
-    with path.open(encoding="utf-8", errors="strict") as f:
+def split_jsonl(path: Path, lines_per_piece: int) -> list[tuple[int, int, int]]:
+    """(start byte, end byte, first line number) pieces of about `lines_per_piece` lines, so workers
+    can each read part of one large file."""
+    pieces, start, first, n, offset = [], 0, 1, 0, 0
+    with path.open("rb") as f:
         for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"line {n}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield where, DocumentError(f"line {n}: not JSON ({exc.msg})", "write one JSON object per line")
-                continue
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                yield where, DocumentError(f"line {n}: no 'text' string field", 'each line needs {"id": ..., "text": "..."}')
-                continue
-            rid = obj.get("id", where)
-            if not obj["text"].strip():
-                yield str(rid), DocumentError(f"line {n}: 'text' is empty", "remove the record, or give it text")
-                continue
-            meta = {"format": "jsonl", "line": n}
-            yield InputDocument(id=str(rid), text=obj["text"], source=str(path), meta=meta)
+            offset += len(line)
+            if n - first + 1 == lines_per_piece:
+                pieces.append((start, offset, first))
+                start, first = offset, n + 1
+    if offset > start:
+        pieces.append((start, offset, first))
+    return pieces
+
+
+def _jsonl(path: Path, piece: tuple[int, int, int] | None = None) -> Iterator[InputDocument | tuple[str, DocumentError]]:
+    # Spans are ignored, so a record needs only its text; ids default to the line number.
+    start, end, first = piece or (0, None, 1)
+    with path.open("rb") as f:
+        f.seek(start)
+        data = f.read() if end is None else f.read(end - start)
+    try:
+        # split on "\n" only: str.splitlines would also split at U+2028, which JSON strings may hold raw.
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"not UTF-8 (byte {start + exc.start})", "convert it, e.g. `iconv -f latin1 -t utf-8`") from None
+    for n, line in enumerate(lines, first):
+        if not line.strip():
+            continue
+        where = f"line {n}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield where, DocumentError(f"line {n}: not JSON ({exc.msg})", "write one JSON object per line")
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+            yield where, DocumentError(f"line {n}: no 'text' string field", 'each line needs {"id": ..., "text": "..."}')
+            continue
+        rid = obj.get("id", where)
+        if not obj["text"].strip():
+            yield str(rid), DocumentError(f"line {n}: 'text' is empty", "remove the record, or give it text")
+            continue
+        yield InputDocument(id=str(rid), text=obj["text"], source=str(path), meta={"format": "jsonl", "line": n})
 
 
 def _txt(path: Path) -> tuple[str, dict]:

@@ -73,7 +73,20 @@ class PredictionSink:
 
     def write(self, row: str) -> dict:
         obj = json.loads(row)
-        if obj.pop("kind") == "failure":
+        kind = obj.pop("kind")
+        if kind == "prediction":
+            key = (obj["meta"]["source"], obj["id"])
+            # (source, id) is what resuming relies on, so a repeated id is refused here, where every
+            # row of a file passes, whichever worker read it.
+            if key in self.done:
+                line = obj["meta"].get("line")
+                obj, kind = (
+                    {"source": key[0], "id": key[1], "reason": f"id {key[1]!r} appears again (line {line})", "fix": "give every record its own id"},
+                    "failure",
+                )
+            else:
+                self.done.add(key)
+        if kind == "failure":
             self.failures.append(obj)
             self._failed.write(json.dumps(obj, ensure_ascii=False) + "\n")
             self._failed.flush()
@@ -105,6 +118,7 @@ def predict_collection(
     batch_size: int = 16,
     ray_address: str | None = None,
     ray_actors: int | None = None,
+    ray_cpus_per_actor: int = 1,
     progress=None,
 ) -> dict:
     """Predict on every document under `inputs`; returns the summary (also what the CLI prints).
@@ -123,7 +137,7 @@ def predict_collection(
     if ray_address:
         from toolkit.infer.ray_data import ray_rows
 
-        rows = ray_rows(Path(model), files, done, batch_size, ray_address, ray_actors)
+        rows = ray_rows(Path(model), files, done, batch_size, ray_address, ray_actors, ray_cpus_per_actor)
     else:
         rows = local_rows(Path(model), files, done, batch_size)
     pages_without_text: dict[str, list[int]] = {}

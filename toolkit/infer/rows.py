@@ -18,22 +18,17 @@ def failure_row(source: str, doc_id: str | None, reason: str, fix: str) -> str:
     return json.dumps({"kind": "failure", "source": source, "id": doc_id, "reason": reason, "fix": fix}, ensure_ascii=False)
 
 
-def extract_file(path: str, done: frozenset[tuple[str, str]] = frozenset()) -> list[str]:
-    """One file's documents (rows of kind `document`) and failures, leaving out documents already done.
-    A repeated id within a file is a failure: (source, id) is what resuming relies on."""
+def extract_file(path: str, done: frozenset[tuple[str, str]] = frozenset(), piece: tuple[int, int, int] | None = None) -> list[str]:
+    """One file's documents (rows of kind `document`; only the lines of `piece` of a JSONL file) and
+    failures, leaving out documents already done."""
     rows: list[str] = []
-    seen: set[str] = set()
     try:
-        for item in read_documents(Path(path)):
+        for item in read_documents(Path(path), piece):
             if isinstance(item, tuple):
                 doc_id, problem = item
                 rows.append(failure_row(path, doc_id, problem.reason, problem.fix))
-            elif item.id in seen:
-                rows.append(failure_row(path, item.id, f"id {item.id!r} appears again (line {item.meta.get('line')})", "give every record its own id"))
-            else:
-                seen.add(item.id)
-                if item.key not in done:
-                    rows.append(json.dumps({"kind": "document", **item.to_dict()}, ensure_ascii=False))
+            elif item.key not in done:
+                rows.append(json.dumps({"kind": "document", **item.to_dict()}, ensure_ascii=False))
     except DocumentError as exc:
         rows.append(failure_row(path, None, exc.reason, exc.fix))
     except (OSError, UnicodeDecodeError) as exc:
