@@ -128,6 +128,8 @@ def predict_collection(
 
     if fmt not in FORMATS:
         raise ToolkitError(f"unknown --format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+    if batch_size < 1 or (ray_actors is not None and ray_actors < 1) or ray_cpus_per_actor < 1:
+        raise ToolkitError("--batch-size, --ray-actors and --ray-cpus-per-actor must be at least 1", fix="e.g. --batch-size 16")
     open_run(model)  # a clear error for a path that is not a run or artifact, before any work
     files, skipped = list_sources(inputs)
     sink = PredictionSink(stream_path(out, fmt))

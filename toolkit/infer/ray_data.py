@@ -93,8 +93,11 @@ def ray_rows(model: Path, files: list[Path], done: frozenset, batch_size: int, a
     items = pieces_of(files, batch_size)
     dataset = ray.data.from_items(items, override_num_blocks=len(items))
     # Reading is light next to the model, and reserving a CPU for it would leave read tasks waiting on
-    # the actors' CPUs (each actor holds one): read tasks reserve none.
-    dataset = dataset.flat_map(_extract, fn_kwargs={"done": done}, num_cpus=0)
+    # the actors' CPUs (each actor holds its own) for ever: read tasks reserve none. Tasks that reserve
+    # nothing are not limited by CPUs, though, and Ray started a worker process per pending read task
+    # (load average 16 on 2 cores, every Ray run 2.5x slower than local): the pool is capped at one
+    # reader per actor.
+    dataset = dataset.flat_map(_extract, fn_kwargs={"done": done}, num_cpus=0, compute=ray.data.TaskPoolStrategy(size=actors))
     dataset = dataset.map_batches(
         Predictor,
         fn_constructor_kwargs={"model": str(Path(model).resolve()), "batch_size": batch_size},
