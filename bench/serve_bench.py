@@ -154,7 +154,10 @@ def bench_service(run: Path, data: str, requests_per_client: int, clients: list[
                 for i in range(requests_per_client):
                     text = texts[(k * requests_per_client + i) % len(texts)]
                     t = time.perf_counter()
-                    status, body = server.post("/extract", {"text": text})
+                    try:
+                        status, body = server.post("/extract", {"text": text})
+                    except OSError as exc:  # a timeout or a dropped connection is an error to count, not a crash
+                        status, body = f"{type(exc).__name__}", {}
                     got.append((status, time.perf_counter() - t, status == 200 and body["spans"] == single[text]))
                 return got
 
