@@ -84,3 +84,17 @@ def test_check_reports_the_segment_ceiling_per_label():
     assert ceiling["Governing Law"]["both_ends"] == 1.0 and ceiling["Payment Terms"]["jaccard_05"] == 1.0
     assert ceiling["Parties"]["both_ends"] < 0.1
     assert ceiling["__all__"]["spans"] == report["spans"]
+
+
+def test_empty_files_are_errors(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n  \n\n")
+    good = write(tmp_path / "good.jsonl", [{"id": "1", "text": "Aspirin.", "spans": []}])
+    result = run_check([empty, blank, good])
+    assert result.exit_code() == 1
+    kinds = [(p.kind, p.file) for p in result.problems if p.severity == "error"]
+    assert kinds == [("no_documents", str(empty)), ("no_documents", str(blank))]
+    cli = subprocess.run([sys.executable, "-m", "toolkit", "check", str(empty)], capture_output=True, text=True)
+    assert cli.returncode == 1 and "no documents" in cli.stdout + cli.stderr and "No problems found" not in cli.stdout

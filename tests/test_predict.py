@@ -143,6 +143,7 @@ def test_failed_documents_are_reported_and_the_rest_go_on(tiny_mlm_run, tmp_path
     assert "appears again" in reasons[("records.jsonl", "r1")]
     assert "no 'text'" in reasons[("records.jsonl", "line 4")]
     assert len(failures) == 6 and all(f["fix"] for f in failures)
+    assert not any("no documents" in f["reason"] for f in failures)
     # The console names each failure and the page without text.
     assert "scan.pdf" in result.output and "no text layer on page(s) 1" in result.output
 
@@ -179,6 +180,8 @@ def test_ray_data_on_a_local_instance_writes_what_the_local_path_writes(tiny_mlm
     for i, text in enumerate(_sample_texts(4)):
         (inputs / f"{i}.txt").write_text(text)
     (inputs / "empty.txt").write_text("")
+    (inputs / "empty.jsonl").write_text("\n\n")
+    (inputs / "nothing.jsonl").write_text("")
     make_docx(inputs / "d.docx", _sample_texts(2))
     local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
     predict_collection(tiny_mlm_run, [SAMPLE, inputs], local, batch_size=4)
@@ -196,7 +199,7 @@ def test_ray_data_on_a_local_instance_writes_what_the_local_path_writes(tiny_mlm
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
         ray.shutdown()
-    assert summary["engine"] == "ray (local)" and summary["failed"] == 1
+    assert summary["engine"] == "ray (local)" and summary["failed"] == 3
     assert on_ray.read_text() == local.read_text()
     assert (tmp_path / "ray.jsonl.failures.jsonl").read_text() == (tmp_path / "local.jsonl.failures.jsonl").read_text()
 

@@ -302,6 +302,15 @@ def validate_files(
             else:
                 seen_ids[rec.id] = (name, item.line)
             yield checked
+        if summary.records[name] == 0:
+            summary.problems.append(
+                Problem(
+                    "no_documents",
+                    "the file holds no documents (it is empty, or only blank lines).",
+                    "write one JSON record per line, or pass the right file.",
+                    file=name,
+                )
+            )
 
 
 def collect(paths: Iterable[Path], labels: frozenset[str] | None = None, on_record: Callable[[CheckedRecord], None] | None = None) -> ValidationSummary:

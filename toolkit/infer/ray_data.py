@@ -31,7 +31,12 @@ def pieces_of(files: list[Path], batch_size: int) -> list[dict]:
     items, group = [], []
     for path in files:
         if path.suffix.lower() == ".jsonl":
-            items += [{"pieces": json.dumps([[str(path), *piece]])} for piece in split_jsonl(path, batch_size)]
+            if group:  # files keep their order: the output's order is the local path's
+                items.append({"pieces": json.dumps(group)})
+                group = []
+            # An empty file still gets a piece, so that its "no documents" failure is reported.
+            pieces = split_jsonl(path, batch_size) or [(0, 0, 1)]
+            items += [{"pieces": json.dumps([[str(path), *piece]])} for piece in pieces]
         else:
             group.append([str(path), -1, -1, -1])
             if len(group) == batch_size:

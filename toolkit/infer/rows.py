@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from toolkit.data.documents import DocumentError, InputDocument, read_documents
+from toolkit.data.documents import DocumentError, InputDocument, count_documents, read_documents
 
 
 def failure_row(source: str, doc_id: str | None, reason: str, fix: str) -> str:
@@ -29,6 +29,10 @@ def extract_file(path: str, done: frozenset[tuple[str, str]] = frozenset(), piec
                 rows.append(failure_row(path, doc_id, problem.reason, problem.fix))
             elif item.key not in done:
                 rows.append(json.dumps({"kind": "document", **item.to_dict()}, ensure_ascii=False))
+        if not rows and path.endswith(".jsonl") and (piece is None or piece[0] == 0) and count_documents(Path(path)) == 0:
+            rows.append(
+                failure_row(path, None, "no documents (the file is empty, or only blank lines)", "write one JSON record per line, or pass the right file")
+            )
     except DocumentError as exc:
         rows.append(failure_row(path, None, exc.reason, exc.fix))
     except (OSError, UnicodeDecodeError) as exc:
