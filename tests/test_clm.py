@@ -180,6 +180,22 @@ def test_compare_table_equals_the_scorer_on_fixed_predictions():
         for col in ("span_recall", "boundary_start_recall", "boundary_both_recall", "span_precision", "hallucination_rate"):
             assert row[header.index(col)].startswith(f"{expected['summary'][col]:.4f}")
     assert summary["systems"]["clm"]["summary"]["hallucination_rate"] == 0.5
+    # The terminal table fits 80 columns with full names and nothing cut (it was `syst…`, `0.99…`).
+    from rich.console import Console
+
+    from toolkit.evaluate.compare import terminal_table
+
+    summary["systems"] = {"cuad_clauses_segments_mlm": summary["systems"]["mlm"], "cuad_clauses_clm_text": summary["systems"]["clm"]}
+    console = Console(width=80, record=True, force_terminal=False)
+    console.print(terminal_table(summary, [1, 3]))
+    shown = console.export_text()
+    assert "…" not in shown and max(len(line) for line in shown.splitlines()) <= 80
+    # Every row keeps its right border: nothing was cropped at the terminal's edge.
+    assert all(line.rstrip()[-1] in "┓┃┩│┤┘" for line in shown.splitlines()[1:] if line.strip())
+    for name in ("cuad_clauses_segments_mlm", "cuad_clauses_clm_text", "hallucination rate", "task"):
+        assert name in shown
+    expected = score([text], gold, b, [1, 3], 0.5, 50, 0, [["Governing Law"]])["summary"]["hallucination_rate"]
+    assert f"{expected:.3f}" in next(line for line in shown.splitlines() if "hallucination" in line)
     diff = summary["paired_bootstrap"]["mlm - clm"]["boundary_end_recall"]["difference"]
     assert diff == pytest.approx(1.0 - 0.5)
 

@@ -234,7 +234,7 @@ def compare_(
     ] = False,
 ) -> None:
     """Compare systems (e.g. MLM vs CLM) on the same documents with the one scorer."""
-    from toolkit.evaluate.compare import compare, table_rows
+    from toolkit.evaluate.compare import compare, terminal_table
     from toolkit.tasks import ensure_run
 
     if curves:
@@ -266,11 +266,8 @@ def compare_(
 
     # Recipes are trained first when their run is missing.
     summary = compare([ensure_run(s) for s in systems], data, out, bootstrap, tolerance or [1, 3], max_docs=max_docs, reuse=reuse_predictions)
-    header, rows = table_rows(summary, tolerance or [1, 3])
-    table = Table(*header, title=f"compare on {data}")
-    for r in rows:
-        table.add_row(*r)
-    console.print(table)
+    console.print(f"compare on {data}")
+    console.print(terminal_table(summary, tolerance or [1, 3]))
     console.print(f"wrote {out}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
 
 

@@ -103,26 +103,12 @@ def train_demo(recipe_name: str, workdir: Path, console: Console, overrides: lis
 
 
 def compare_demo(runs: list[Path], workdir: Path, console: Console) -> None:
-    from toolkit.evaluate.compare import compare, table_rows
+    from toolkit.evaluate.compare import compare, terminal_table
 
     console.rule("[bold]MLM vs CLM on the same dev documents")
     summary = compare(runs, "sample:contracts_dev", workdir / "compare", bootstrap=1000)
-    header, rows = table_rows(summary, [1, 3])
-    keep = [
-        "system",
-        "task",
-        "span_recall",
-        "boundary_start_recall",
-        "boundary_end_recall",
-        "boundary_both_recall",
-        "jaccard_recall",
-        "span_precision",
-        "hallucination_rate",
-        "seconds/doc",
-    ]
-    table = Table(*keep, title="compare (95% CIs; see compare.md for the paired bootstrap)")
-    for r in rows:
-        table.add_row(*[r[header.index(k)] for k in keep])
+    keep = ["span_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall", "jaccard_recall", "span_precision", "hallucination_rate"]
+    table = terminal_table(summary, [1, 3], keep)
     console.print(table)
     for pair, metrics in summary["paired_bootstrap"].items():
         v = metrics["boundary_both_recall"]
