@@ -6,6 +6,7 @@ from conftest import REPO
 from toolkit.config import load_recipe, recipe_from_dict, with_params
 from toolkit.data.records import resolve_data_path
 from toolkit.errors import ConfigError
+from toolkit.recipes import describe_recipe
 
 MINIMAL = {"task": "token_classification", "name": "t", "data": {"train": "sample:clinical_train", "dev": "sample:clinical_dev"}}
 
@@ -34,6 +35,34 @@ def test_every_recipe_validates_and_its_name_says_its_task(path):
             resolve_data_path(ref)
     if recipe.sweep is not None and recipe.sweep.method == "grid":
         with_params(recipe, {k: v[0] for k, v in recipe.sweep.params.items()})
+    # `toolkit recipes` prints the first comment line as the recipe's one-line summary.
+    summary = describe_recipe(path)
+    assert summary and len(path.stem) + 2 + len(summary) <= 80, f"{path.name}: start it with a one-line summary comment"
+
+
+def test_packaged_recipes_list_copy_and_run_by_name(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    from toolkit.recipes import packaged_recipes, resolve_recipe
+
+    # The repository's recipes/ is the package's own folder (a link), so the wheel ships what tests check.
+    assert set(packaged_recipes()) == {p.stem for p in (REPO / "recipes").glob("*.yaml")}
+    monkeypatch.chdir(tmp_path)  # outside the repository: names still resolve
+    assert resolve_recipe("demo_mlm") == packaged_recipes()["demo_mlm"] == resolve_recipe("recipes/demo_mlm.yaml")
+    runner = CliRunner()
+    listed = runner.invoke(app, ["recipes"], terminal_width=80)
+    assert listed.exit_code == 0 and all(name in listed.output for name in packaged_recipes())
+    assert max(len(line) for line in listed.output.splitlines()) <= 80
+    copied = runner.invoke(app, ["recipes", "cp", "ncbi_disease_mlm", str(tmp_path)])
+    assert copied.exit_code == 0 and (tmp_path / "ncbi_disease_mlm.yaml").read_text() == packaged_recipes()["ncbi_disease_mlm"].read_text()
+    again = runner.invoke(app, ["recipes", "cp", "ncbi_disease_mlm", str(tmp_path)])
+    # (main() prints a ToolkitError and exits 1; the runner calls the app beneath it.)
+    assert "already exists" in str(again.exception)
+    dry = runner.invoke(app, ["run", "demo_mlm", "--dry-run"])
+    assert dry.exit_code == 0 and '"labels"' in dry.output
+    wrong = runner.invoke(app, ["run", "demo_ml"])
+    assert "did you mean demo_mlm" in wrong.exception.fix
 
 
 def test_a_misnamed_recipe_is_caught():

@@ -122,18 +122,19 @@ def export_data(
 
 @app.command()
 def run(
-    recipe: Annotated[Path, typer.Argument(help="Recipe YAML (recipes/*.yaml).")],
+    recipe: Annotated[str, typer.Argument(help="Recipe YAML, or the name of a packaged recipe (`toolkit recipes` lists them).")],
     overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides, e.g. train.learning_rate=2e-5")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate the recipe and data, show the plan, train nothing.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished run of the same name.")] = False,
 ) -> None:
     """Run a recipe: one training run, or a sweep when the recipe has a `sweep:` block."""
     from toolkit.config import load_recipe
+    from toolkit.recipes import resolve_recipe
     from toolkit.rundir import prepare_run_dir, run_dir_for
     from toolkit.tasks import flow_for, plan_recipe, run_recipe
     from toolkit.tasks.training import finish_distributed
 
-    cfg = load_recipe(recipe, overrides or [])
+    cfg = load_recipe(resolve_recipe(recipe), overrides or [])
     if cfg.sweep is not None:
         from toolkit.tasks.sweep import run_sweep
 
@@ -160,6 +161,45 @@ def run(
     figures += [f"{run_info['train_tokens_per_second']} tokens/s"] if "train_tokens_per_second" in run_info else []
     figures += [f"peak RSS {run_info['peak_rss_mib']} MiB"] if "peak_rss_mib" in run_info else []
     console.print(", ".join(figures))
+
+
+recipes_app = typer.Typer(help="The recipes shipped with the package: list them, or copy one to edit.", invoke_without_command=True)
+app.add_typer(recipes_app, name="recipes")
+
+
+@recipes_app.callback()
+def recipes_(ctx: typer.Context) -> None:
+    """List the packaged recipes, one line each (`toolkit run NAME` runs one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from toolkit.recipes import describe_recipe, packaged_recipes
+
+    table = Table("recipe", "what it trains", box=None, pad_edge=False)
+    for name, path in packaged_recipes().items():
+        table.add_row(name, describe_recipe(path))
+    console.print(table)
+    console.print("Run one with `toolkit run NAME`; copy one to edit with `toolkit recipes cp NAME DEST`.")
+
+
+@recipes_app.command("cp")
+def recipes_cp(
+    name: Annotated[str, typer.Argument(help="A packaged recipe's name.")],
+    dest: Annotated[Path, typer.Argument(help="File or directory to copy it to.")],
+) -> None:
+    """Copy a packaged recipe to edit it, then `toolkit run DEST`."""
+    import shutil
+
+    from toolkit.recipes import packaged_recipes, resolve_recipe
+
+    source = resolve_recipe(name) if name.removesuffix(".yaml") in packaged_recipes() else None
+    if source is None:
+        resolve_recipe(f"recipes/{name}")  # raises the error with close names
+    target = dest / source.name if dest.is_dir() else dest
+    if target.exists():
+        raise ToolkitError(f"{target} already exists", fix="choose another destination, or remove it first")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    console.print(f"copied {source.stem} to {target}")
 
 
 @app.command("eval")

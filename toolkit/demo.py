@@ -27,6 +27,7 @@ from toolkit.data.importers import EXPORT_FORMATS, run_export, run_import
 from toolkit.data.sample import SAMPLE_FILES
 from toolkit.data.schema import SpanRecord
 from toolkit.pretrained import default_encoder
+from toolkit.recipes import RECIPES_DIR
 
 
 def span_keys(rec: SpanRecord, ignore_whitespace: bool) -> Counter:
@@ -67,8 +68,8 @@ def round_trip(records: list[SpanRecord], fmt: str, workdir: Path) -> dict:
     }
 
 
-# The Quick start installs the repository in editable mode, so recipes/ sits beside the package.
-RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+# The demo's recipes ship inside the package, so the main job runs from an installed wheel too.
+RECIPES = RECIPES_DIR
 
 
 def split_overrides(overrides: list[str]) -> dict[str, list[str]]:

@@ -54,7 +54,9 @@ def ensure_run(ref: str | Path) -> Path:
     """A run directory, or a recipe's run directory (trained first when it has no finished run)."""
     path = Path(ref)
     if path.suffix in (".yaml", ".yml"):
-        recipe = load_recipe(path)
+        from toolkit.recipes import resolve_recipe
+
+        recipe = load_recipe(resolve_recipe(path))
         if recipe.sweep is not None:
             raise ToolkitError(f"{ref} is a sweep", fix="compare the run directory of one trial (RUN/trials/trial-NNN)")
         run_dir = run_dir_for(recipe)
