@@ -56,7 +56,7 @@ def _problem_from_pydantic(err: dict, where: dict) -> Problem:
         example = {"id": '"doc-1"', "text": '"..."', "spans": "[]", "start": "0", "end": "5", "label": '"Disease"'}
         return Problem("missing_field", f"required field {path!r} is missing.", f'add it, e.g. "{name}": {example.get(name, "...")}.', field=path, **where)
     if etype == "extra_forbidden":
-        scope = 'the record\'s "meta" object' if len(loc) == 1 else 'the record\'s "meta" object (spans take only start, end, label)'
+        scope = 'the record\'s "meta" object' if len(loc) == 1 else 'the record\'s "meta" object (spans take start, end, label, and optionally text and score)'
         return Problem("extra_field", f"unknown field {path!r}.", f"remove it, or move it into {scope}.", field=path, **where)
     if etype in _TYPE_NAMES:
         return Problem(
@@ -71,6 +71,14 @@ def _problem_from_pydantic(err: dict, where: dict) -> Problem:
             "offset_out_of_range",
             f"{path} = {err.get('input')} is negative or zero.",
             "offsets are 0-based character indices into text; end is exclusive.",
+            field=path,
+            **where,
+        )
+    if name == "score" and etype in ("greater_than_equal", "less_than_equal"):
+        return Problem(
+            "score_out_of_range",
+            f"{path} = {err.get('input')} is outside [0, 1].",
+            "a score is a probability: write it in [0, 1], or leave it out.",
             field=path,
             **where,
         )
