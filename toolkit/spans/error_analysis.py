@@ -21,6 +21,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from toolkit.spans.overlaps import SpanLike
 from toolkit.spans.words import words
@@ -68,6 +69,56 @@ def _word_gap(starts: list[int], a: int, b: int) -> tuple[int, list[int]]:
     return hi - lo, list(range(lo, hi))
 
 
+@dataclass(frozen=True)
+class SpanVerdict:
+    """What one span of a document is: `side` "pred" or "gold", `kind` "exact" or one of KINDS (a gold
+    span that predictions overlap without an exact match is "overlapped": its predictions carry the
+    error), `words_off` for boundary kinds, and the words a boundary error leaves out or adds."""
+
+    side: str
+    start: int
+    end: int
+    label: str
+    kind: str
+    words_off: int = 0
+    gap: tuple[str, tuple[int, ...]] = ("", ())
+
+
+def classify_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLike]) -> list[SpanVerdict]:
+    """A verdict for every predicted and every gold span of one document. `analyse_errors` counts
+    these, and `toolkit review` colours spans by them."""
+    spans = words(text)
+    starts, ends = [s for s, _ in spans], [e for _, e in spans]
+    gold_keys = {(g.start, g.end, g.label) for g in gold}
+    pred_keys = {(p.start, p.end, p.label) for p in pred}
+    out = [SpanVerdict("pred", p.start, p.end, p.label, "exact") for p in pred if (p.start, p.end, p.label) in gold_keys]
+    out += [SpanVerdict("gold", g.start, g.end, g.label, "exact") for g in gold if (g.start, g.end, g.label) in pred_keys]
+    open_pred = [p for p in pred if (p.start, p.end, p.label) not in gold_keys]
+    open_gold = [g for g in gold if (g.start, g.end, g.label) not in pred_keys]
+    same_offsets = {(g.start, g.end) for g in open_gold} & {(p.start, p.end) for p in open_pred}
+    out += [SpanVerdict("pred", p.start, p.end, p.label, "wrong label") for p in open_pred if (p.start, p.end) in same_offsets]
+    out += [SpanVerdict("gold", g.start, g.end, g.label, "wrong label") for g in open_gold if (g.start, g.end) in same_offsets]
+    open_pred = [p for p in open_pred if (p.start, p.end) not in same_offsets]
+    open_gold = [g for g in open_gold if (g.start, g.end) not in same_offsets]
+    # Overlaps against every gold/pred span of the label, matched or not: a fragment that overlaps
+    # an exactly matched gold span is still an error of that span's neighbourhood.
+    gold_index, pred_index = _SpanIndex(gold), _SpanIndex(pred)
+    for p in open_pred:
+        hits = gold_index.overlapping(p)
+        if not hits:
+            out.append(SpanVerdict("pred", p.start, p.end, p.label, "false positive"))
+        elif len(hits) > 1:
+            out.append(SpanVerdict("pred", p.start, p.end, p.label, "merged spans"))
+        elif len(pred_index.overlapping(hits[0])) > 1:
+            out.append(SpanVerdict("pred", p.start, p.end, p.label, "split span"))  # per fragment
+        else:
+            kind, n, (side, idx) = _boundary_kind(hits[0], p, starts, ends)
+            out.append(SpanVerdict("pred", p.start, p.end, p.label, kind, n, (side, tuple(idx))))
+    for g in open_gold:
+        out.append(SpanVerdict("gold", g.start, g.end, g.label, "overlapped" if pred_index.overlapping(g) else "missed"))
+    return out
+
+
 def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: Sequence[Sequence[SpanLike]], top: int = 15) -> dict:
     """Counts by kind (with 1-word / 2+-word splits for boundary kinds) and the most frequent texts behind them."""
     counts: Counter = Counter()
@@ -77,42 +128,26 @@ def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], pr
     boundary_words: Counter = Counter()  # "missing: hereditary", "extra: the"
     exact = 0
     for text, gold, pred in zip(texts, golds, preds):
-        spans = words(text)
-        starts, ends = [s for s, _ in spans], [e for _, e in spans]
-        gold_keys = {(g.start, g.end, g.label) for g in gold}
-        pred_keys = {(p.start, p.end, p.label) for p in pred}
-        exact += len(gold_keys & pred_keys)
-        open_pred = [p for p in pred if (p.start, p.end, p.label) not in gold_keys]
-        open_gold = [g for g in gold if (g.start, g.end, g.label) not in pred_keys]
-        same_offsets = {(g.start, g.end) for g in open_gold} & {(p.start, p.end) for p in open_pred}
-        counts["wrong label"] += len(same_offsets)
-        open_pred = [p for p in open_pred if (p.start, p.end) not in same_offsets]
-        open_gold = [g for g in open_gold if (g.start, g.end) not in same_offsets]
-        # Overlaps against every gold/pred span of the label, matched or not: a fragment that overlaps
-        # an exactly matched gold span is still an error of that span's neighbourhood.
-        gold_index, pred_index = _SpanIndex(gold), _SpanIndex(pred)
-        for p in open_pred:
-            hits = gold_index.overlapping(p)
-            if not hits:
-                counts["false positive"] += 1
-                fp_texts[text[p.start : p.end].lower()] += 1
-            elif len(hits) > 1:
-                counts["merged spans"] += 1
-            else:
-                g = hits[0]
-                rivals = pred_index.overlapping(g)
-                if len(rivals) > 1:
-                    counts["split span"] += 1  # counted per fragment; the gold span's count is below
-                    continue
-                kind, n, gap = _boundary_kind(g, p, starts, ends)
-                counts[kind] += 1
-                one_word[kind] += n == 1
-                for w in gap[1]:
-                    boundary_words[f"{gap[0]}: {text[spans[w][0] : spans[w][1]].lower()}"] += 1
-        for g in open_gold:
-            if not pred_index.overlapping(g):
-                counts["missed"] += 1
-                missed_texts[text[g.start : g.end].lower()] += 1
+        spans = None
+        verdicts = classify_document(text, gold, pred)
+        counts["wrong label"] += len({(v.start, v.end) for v in verdicts if v.kind == "wrong label"})  # one per offsets
+        for v in verdicts:
+            if v.kind == "exact":
+                exact += v.side == "gold"
+            elif v.kind == "wrong label":
+                continue
+            elif v.kind == "missed":
+                counts[v.kind] += 1
+                missed_texts[text[v.start : v.end].lower()] += 1
+            elif v.side == "pred":
+                counts[v.kind] += 1
+                if v.kind == "false positive":
+                    fp_texts[text[v.start : v.end].lower()] += 1
+                elif v.kind in KINDS[:5]:
+                    one_word[v.kind] += v.words_off == 1
+                    spans = spans or words(text)
+                    for w in v.gap[1]:
+                        boundary_words[f"{v.gap[0]}: {text[spans[w][0] : spans[w][1]].lower()}"] += 1
     return {
         "exact_matches": exact,
         "kinds": {k: {"count": counts[k], **({"one_word": one_word[k]} if k in KINDS[:5] else {})} for k in KINDS},
