@@ -30,13 +30,15 @@ import bentoml
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
 from toolkit.infer import load_predictor
 from toolkit.rundir import MANIFEST as MANIFEST_FILE
 from toolkit.rundir import read_manifest, verify_artifact, weights_file
 
+# GET / is this page, served by RequestGuard ahead of BentoML's own index (which it would otherwise be).
+PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8")
 OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/metrics", "/docs", "/docs.json")
 
 
@@ -182,6 +184,9 @@ class RequestGuard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
+        if path == "/" and scope.get("method") in ("GET", "HEAD"):
+            # The page is open and holds no key: a person types the key into it, and its requests carry it.
+            return await HTMLResponse(PAGE)(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if self.settings.api_key and not path.startswith(OPEN_PATHS):
             given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
