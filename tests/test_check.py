@@ -98,3 +98,20 @@ def test_empty_files_are_errors(tmp_path):
     assert kinds == [("no_documents", str(empty)), ("no_documents", str(blank))]
     cli = subprocess.run([sys.executable, "-m", "toolkit", "check", str(empty)], capture_output=True, text=True)
     assert cli.returncode == 1 and "no documents" in cli.stdout + cli.stderr and "No problems found" not in cli.stdout
+
+
+def test_check_tables_fit_80_columns_without_cutting_names(tmp_path):
+    long_dir = tmp_path / "a_rather_long_folder_name_for_contracts" / "another_level_of_folders"
+    long_dir.mkdir(parents=True)
+    label = "Unlimited/All-You-Can-Eat-License-And-Then-Some"
+    f = write(
+        long_dir / "contracts_with_a_long_name.jsonl",
+        [{"id": "1", "text": "Licensee may use it without limit.", "spans": [{"start": 0, "end": 8, "label": label}]}],
+    )
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "check", str(f)], capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table_lines = [line for line in proc.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert "…" not in proc.stdout and table_lines and max(len(line) for line in table_lines) <= 80
+    # Long names fold onto a second line of their cell rather than being cut.
+    first_cells = "".join(line.split("│")[1].strip() for line in table_lines if line.startswith("│"))
+    assert label in first_cells and str(f) in first_cells

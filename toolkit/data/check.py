@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from toolkit.data.stats import CorpusStats, special_tokens_count, token_offsets
 from toolkit.data.validation import CheckedRecord, collect
@@ -90,13 +90,14 @@ def render_check(result: CheckResult, console: Console, max_problems: int = 100)
     """Human-readable report. `--json` prints `result.report` instead."""
     r = result.report
     console.rule("[bold]toolkit check")
-    files = Table("file", "records", "rejected records", "rejected spans", title="Files")
+    # Names fold onto more lines rather than being cut: a reader must see the whole path and label.
+    files = Table(Column("file", overflow="fold"), "records", "rejected records", "rejected spans", title="Files")
     for f in r["files"]:
         files.add_row(f["path"], str(f["records"]), str(f["records_rejected"]), str(f["spans_rejected"]))
     console.print(files)
     console.print(f"Documents: {r['documents']} ({r['documents_without_spans']} without spans)   Spans: {r['spans']}")
 
-    labels = Table("label", "spans", title="Spans per label")
+    labels = Table(Column("label", overflow="fold"), "spans", title="Spans per label")
     for lb, n in r["labels"].items():
         labels.add_row(lb, str(n))
     console.print(labels)
@@ -129,7 +130,9 @@ def render_check(result: CheckResult, console: Console, max_problems: int = 100)
         f"A flat BIO scheme (one tag per token) must drop at least {ov['flat_bio_loss']} spans; "
         f"per-label BIO layers (multi_label mode) drop {ov['per_label_bio_loss']}."
     )
-    ceiling = Table("label", "spans", "both ends", "end", "Jaccard >= 0.5", title="Segment boundaries (the ceiling of segment_classification)")
+    ceiling = Table(
+        Column("label", overflow="fold"), "spans", "both ends", "end", "Jaccard >= 0.5", title="Segment boundaries (the ceiling of segment_classification)"
+    )
     for lb, c in r["segment_ceiling"].items():
         ceiling.add_row("all labels" if lb == "__all__" else lb, str(c["spans"]), f"{c['both_ends']:.2f}", f"{c['end']:.2f}", f"{c['jaccard_05']:.2f}")
     if r["segment_ceiling"]:
@@ -137,7 +140,7 @@ def render_check(result: CheckResult, console: Console, max_problems: int = 100)
     pr = r["problems"]
     console.rule(f"Problems: {pr['errors']} errors, {pr['warnings']} warnings")
     if pr["by_kind"]:
-        kinds = Table("kind", "count", title="Problems by kind")
+        kinds = Table(Column("kind", overflow="fold"), "count", title="Problems by kind")
         for k, n in pr["by_kind"].items():
             kinds.add_row(k, str(n))
         console.print(kinds)
