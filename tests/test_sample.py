@@ -15,22 +15,24 @@ def test_committed_sample_equals_the_generator_output(tmp_path):
             assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes(), f"{path.name}: run python scripts/build_sample.py"
 
 
+def tiny_demo(tiny_bert: Path, tiny_llama: Path, workdir: Path) -> list[str]:
+    """`toolkit demo` arguments that run the main job on tiny models in seconds."""
+    return [
+        "demo",
+        f"mlm.model.name={tiny_bert}",
+        f"clm.model.name={tiny_llama}",
+        "train.epochs=1",
+        "clm.generation.max_new_tokens=16",
+        "--workdir",
+        str(workdir),
+    ]
+
+
 @pytest.mark.slow
 def test_demo_main_job_runs_clean(tmp_path, tiny_bert, tiny_llama):
     # The real demo fine-tunes MiniLM and SmolLM2 for minutes; the test runs the same job on tiny models.
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "toolkit",
-            "demo",
-            f"mlm.model.name={tiny_bert}",
-            f"clm.model.name={tiny_llama}",
-            "train.epochs=1",
-            "clm.generation.max_new_tokens=16",
-            "--workdir",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "toolkit", *tiny_demo(tiny_bert, tiny_llama, tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -68,16 +70,7 @@ def test_the_built_wheel_runs_the_demo_outside_the_repository(tmp_path, tiny_ber
     assert str(venv) in where.stdout, where.stdout
     listed = subprocess.run([str(venv / "bin" / "toolkit"), "recipes"], cwd=outside, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "demo_mlm" in listed.stdout and "ncbi_disease_mlm" in listed.stdout
-    demo = [
-        str(venv / "bin" / "toolkit"),
-        "demo",
-        f"mlm.model.name={tiny_bert}",
-        f"clm.model.name={tiny_llama}",
-        "train.epochs=1",
-        "clm.generation.max_new_tokens=16",
-        "--workdir",
-        str(outside / "demo"),
-    ]
+    demo = [str(venv / "bin" / "toolkit"), *tiny_demo(tiny_bert, tiny_llama, outside / "demo")]
     proc = subprocess.run(demo, cwd=outside, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (outside / "demo" / "demo_mlm" / "metrics.json").is_file() and (outside / "demo" / "compare" / "compare.md").is_file()
