@@ -110,3 +110,23 @@ def tiny_segment_run(tiny_bert, tmp_path_factory):
     recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
     result = run_recipe(recipe, out / "demo_segments_mlm")
     return result
+
+
+@pytest.fixture
+def browser_page():
+    """A page in headless Debian Chromium, driven by playwright, and the list its console errors and
+    uncaught exceptions go to. Skipped with a reason where either is missing."""
+    import shutil
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra has it)")
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.skip("Chromium is not installed (make install adds Debian's chromium package where apt-get is available)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=binary, args=["--no-sandbox"])
+        page = browser.new_page()
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        yield page, problems
+        browser.close()

@@ -60,42 +60,25 @@ def test_review_without_gold_needs_texts(tmp_path):
     assert result.exit_code == 0 and 'id="only-errors"' not in (tmp_path / "r.html").read_text()
 
 
-def test_the_review_page_in_a_real_browser(tmp_path):
-    """In Debian Chromium (through playwright): no console errors, the underlined tokens spell the
-    spans' characters, the error filter hides the document without errors, and a screenshot is taken."""
+def test_the_review_page_in_a_real_browser(tmp_path, browser_page):
+    """In Debian Chromium: no console errors, the underlined tokens spell the spans' characters, the
+    error filter hides the document without errors, and a screenshot is taken."""
     import html as html_lib
-    import shutil
 
-    import pytest
-
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra has it)")
-    binary = shutil.which("chromium")
-    if binary is None:
-        pytest.skip("Chromium is not installed (make install adds Debian's chromium package where apt-get is available)")
+    page, problems = browser_page
     gold, preds = _files(tmp_path)
     page_file = tmp_path / "review.html"
     assert CliRunner().invoke(app, ["review", str(preds), "--gold", str(gold), "-o", str(page_file)]).exit_code == 0
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=binary, args=["--no-sandbox"])
-        page = browser.new_page()
-        problems = []
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(page_file.as_uri())
-        # displaCy draws each covered token as a bold inline block; in order they spell the covered text.
-        underlined = page.eval_on_selector_all(
-            'section.doc[data-errors="3"] span[style*="inline-block"]', "els => els.map(e => e.firstChild.textContent.trim())"
-        )
-        assert page.is_visible('section.doc[data-errors="0"]')
-        page.check("#only-errors")
-        hidden = not page.is_visible('section.doc[data-errors="0"]')
-        still = page.is_visible('section.doc[data-errors="3"]')
-        page.screenshot(path=str(tmp_path / "review.png"), full_page=True)
-        browser.close()
+    page.goto(page_file.as_uri())
+    # displaCy draws each covered token as a bold inline block; in order they spell the covered text.
+    underlined = page.eval_on_selector_all('section.doc[data-errors="3"] span[style*="inline-block"]', "els => els.map(e => e.firstChild.textContent.trim())")
+    assert page.is_visible('section.doc[data-errors="0"]')
+    page.check("#only-errors")
+    assert not page.is_visible('section.doc[data-errors="0"]') and page.is_visible('section.doc[data-errors="3"]')
+    page.screenshot(path=str(tmp_path / "review.png"), full_page=True)
     assert problems == []
     # Every span is drawn (the late-starting prediction over the grey extent of its gold span), so the
     # underlined characters are the union of all spans.
     covered = sorted({i for s in GOLD + PRED for i in range(s["start"], s["end"])})
     assert "".join(html_lib.unescape(t) for t in underlined) == "".join(TEXT[i] for i in covered).replace(" ", "")
-    assert hidden and still
     assert (tmp_path / "review.png").stat().st_size > 10_000

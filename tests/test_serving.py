@@ -262,38 +262,26 @@ def test_the_page_is_open_and_holds_no_key(server):
     assert status == 401  # the API still needs the key
 
 
-def test_the_page_in_a_real_browser(server, tmp_path):
+def test_the_page_in_a_real_browser(server, tmp_path, browser_page):
     """Type the key and a text, pick one label, extract: the marks sit on the characters of the served
     spans, the console stays clean, and a screenshot is taken."""
-    import shutil
-
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra has it)")
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("Chromium is not installed (make install adds Debian's chromium package where apt-get is available)")
+    page, problems = browser_page
     text = load_records("sample:clinical_dev")[0].text
     _, everything = server.post("/extract", {"text": text}, headers=AUTH)
     label = everything["spans"][0]["label"]
     expected = [s for s in everything["spans"] if s["label"] == label]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page()
-        problems = []
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(server.url + "/")
-        page.fill("#key", KEY)
-        page.click("#connect")
-        page.wait_for_selector("#labels input")
-        for box in page.query_selector_all("#labels input"):
-            if box.get_attribute("value") != label:
-                box.uncheck()
-        page.fill("#text", text)
-        page.click("#extract")
-        page.wait_for_function("document.getElementById('status').textContent.includes('spans from')")
-        marks = page.eval_on_selector_all("#out mark", "ms => ms.map(m => [Number(m.dataset.start), Number(m.dataset.end), m.textContent, m.dataset.labels])")
-        page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
-        browser.close()
+    page.goto(server.url + "/")
+    page.fill("#key", KEY)
+    page.click("#connect")
+    page.wait_for_selector("#labels input")
+    for box in page.query_selector_all("#labels input"):
+        if box.get_attribute("value") != label:
+            box.uncheck()
+    page.fill("#text", text)
+    page.click("#extract")
+    page.wait_for_function("document.getElementById('status').textContent.includes('spans from')")
+    marks = page.eval_on_selector_all("#out mark", "ms => ms.map(m => [Number(m.dataset.start), Number(m.dataset.end), m.textContent, m.dataset.labels])")
+    page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
     assert problems == []
     assert marks and all(piece == text[a:b] and labels == label for a, b, piece, labels in marks)
     assert sorted({i for a, b, *_ in marks for i in range(a, b)}) == sorted({i for s in expected for i in range(s["start"], s["end"])})
