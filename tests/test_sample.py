@@ -48,11 +48,23 @@ def test_demo_main_job_runs_clean(tmp_path, tiny_bert, tiny_llama):
 def test_the_built_wheel_runs_the_demo_outside_the_repository(tmp_path, tiny_bert, tiny_llama):
     """The wheel, installed with --no-deps into a fresh virtual environment that sees the project's installed
     dependencies (not its source), runs the main job from a folder outside the repository."""
+    import shutil
     import site
     import sysconfig
 
+    # Built from a copy of the tracked files: an in-tree build would leave build/ in the checkout, whose
+    # stale modules a later build could pack.
+    source = tmp_path / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, tracked):
+        target = source / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / name).is_symlink():
+            target.symlink_to((REPO / name).readlink())
+        elif (REPO / name).is_file():
+            shutil.copy2(REPO / name, target)
     wheels = tmp_path / "wheels"
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)]
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(source)]
     subprocess.run(build, check=True, timeout=300, capture_output=True)
     wheel = next(wheels.glob("clause_entity_toolkit-*.whl"))
     venv = tmp_path / "venv"
