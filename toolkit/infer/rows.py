@@ -22,14 +22,16 @@ def extract_file(path: str, done: frozenset[tuple[str, str]] = frozenset(), piec
     """One file's documents (rows of kind `document`; only the lines of `piece` of a JSONL file) and
     failures, leaving out documents already done."""
     rows: list[str] = []
+    read_any = False
     try:
         for item in read_documents(Path(path), piece):
+            read_any = True
             if isinstance(item, tuple):
                 doc_id, problem = item
                 rows.append(failure_row(path, doc_id, problem.reason, problem.fix))
             elif item.key not in done:
                 rows.append(json.dumps({"kind": "document", **item.to_dict()}, ensure_ascii=False))
-        if not rows and path.endswith(".jsonl") and (piece is None or piece[0] == 0) and count_documents(Path(path)) == 0:
+        if not read_any and path.endswith(".jsonl") and (piece is None or piece[0] == 0) and count_documents(Path(path)) == 0:
             rows.append(
                 failure_row(path, None, "no documents (the file is empty, or only blank lines)", "write one JSON record per line, or pass the right file")
             )
@@ -67,18 +69,13 @@ def predict_rows(predictor, documents: list[InputDocument], model_id: str, batch
     ]
 
 
-def document_from_row(row: str) -> InputDocument:
-    obj = json.loads(row)
-    assert obj["kind"] == "document", obj["kind"]
-    return InputDocument(id=obj["id"], text=obj["text"], source=obj["source"], meta=obj["meta"])
-
-
 def batched_rows(rows: Iterable[str], predictor, model_id: str, batch_size: int) -> Iterator[str]:
     """Document rows through the model `batch_size` at a time; failure rows pass straight through."""
     batch: list[InputDocument] = []
     for row in rows:
-        if json.loads(row)["kind"] == "document":
-            batch.append(document_from_row(row))
+        obj = json.loads(row)  # once per row: a document row carries its whole text
+        if obj.pop("kind") == "document":
+            batch.append(InputDocument(**obj))
             if len(batch) == batch_size:
                 yield from predict_rows(predictor, batch, model_id, batch_size)
                 batch = []
@@ -89,9 +86,8 @@ def batched_rows(rows: Iterable[str], predictor, model_id: str, batch_size: int)
 
 def model_id_of(model: Path) -> str:
     """The artifact's model id (name-path), or the run directory's name."""
-    from toolkit.rundir import MANIFEST
+    from toolkit.rundir import MANIFEST, read_manifest
 
-    manifest = Path(model) / MANIFEST
-    if manifest.is_file():
-        return json.loads(manifest.read_text(encoding="utf-8"))["model_id"]
+    if (Path(model) / MANIFEST).is_file():
+        return read_manifest(model)["model_id"]
     return Path(model).resolve().name
