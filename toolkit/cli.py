@@ -233,16 +233,14 @@ def predict(
     """Extract spans from a collection of documents. Streams to OUT; run it again to resume after a crash."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from toolkit.data.documents import count_documents, list_sources
     from toolkit.infer.collection import predict_collection
 
-    files, _ = list_sources(inputs)
-    total = sum(count_documents(p) for p in files)
     columns = (TextColumn("predict"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task("predict", total=total)
-        bar.advance(task, 0)
-        summary = predict_collection(model, inputs, out, fmt, batch_size, ray, ray_actors, ray_cpus_per_actor, progress=lambda n: bar.advance(task, n))
+        task = bar.add_task("predict", total=None)
+        summary = predict_collection(
+            model, inputs, out, fmt, batch_size, ray, ray_actors, ray_cpus_per_actor, progress=lambda n, total: bar.update(task, total=total, advance=n)
+        )
     console.print(
         f"{summary['predicted']} documents predicted in {summary['seconds']} s ({summary['documents_per_second']} docs/s, {summary['engine']}); "
         f"{summary['already_done']} already in {summary['stream']}; {summary['failed']} failed"

@@ -122,7 +122,7 @@ def predict_collection(
     progress=None,
 ) -> dict:
     """Predict on every document under `inputs`; returns the summary (also what the CLI prints).
-    `progress(n)` is called as rows arrive; `ray_address` (e.g. "local", "auto", "ray://head:10001")
+    `progress(advanced, total)` is called once with the documents in the inputs, then as rows arrive; `ray_address` (e.g. "local", "auto", "ray://head:10001")
     runs the same per-document functions on Ray Data."""
     from toolkit.rundir import open_run
 
@@ -136,6 +136,8 @@ def predict_collection(
     done = frozenset(sink.done)
     started = time.perf_counter()
     total = sum(count_documents(p) for p in files)
+    if progress:
+        progress(0, total)
     if ray_address:
         from toolkit.infer.ray_data import ray_rows
 
@@ -149,7 +151,7 @@ def predict_collection(
             if obj.get("meta", {}).get("pages_without_text"):
                 pages_without_text[obj["meta"]["source"]] = obj["meta"]["pages_without_text"]
             if progress:
-                progress(1)
+                progress(1, total)
     finally:
         sink.close()
     seconds = time.perf_counter() - started
