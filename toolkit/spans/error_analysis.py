@@ -81,7 +81,7 @@ class SpanVerdict:
     label: str
     kind: str
     words_off: int = 0
-    gap: tuple[str, tuple[int, ...]] = ("", ())
+    gap: tuple[str, tuple[str, ...]] = ("", ())  # ("missing" | "extra", the words themselves)
 
 
 def classify_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLike]) -> list[SpanVerdict]:
@@ -113,7 +113,7 @@ def classify_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLi
             out.append(SpanVerdict("pred", p.start, p.end, p.label, "split span"))  # per fragment
         else:
             kind, n, (side, idx) = _boundary_kind(hits[0], p, starts, ends)
-            out.append(SpanVerdict("pred", p.start, p.end, p.label, kind, n, (side, tuple(idx))))
+            out.append(SpanVerdict("pred", p.start, p.end, p.label, kind, n, (side, tuple(text[spans[w][0] : spans[w][1]] for w in idx))))
     for g in open_gold:
         out.append(SpanVerdict("gold", g.start, g.end, g.label, "overlapped" if pred_index.overlapping(g) else "missed"))
     return out
@@ -128,7 +128,6 @@ def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], pr
     boundary_words: Counter = Counter()  # "missing: hereditary", "extra: the"
     exact = 0
     for text, gold, pred in zip(texts, golds, preds):
-        spans = None
         verdicts = classify_document(text, gold, pred)
         counts["wrong label"] += len({(v.start, v.end) for v in verdicts if v.kind == "wrong label"})  # one per offsets
         for v in verdicts:
@@ -145,9 +144,8 @@ def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], pr
                     fp_texts[text[v.start : v.end].lower()] += 1
                 elif v.kind in KINDS[:5]:
                     one_word[v.kind] += v.words_off == 1
-                    spans = spans or words(text)
                     for w in v.gap[1]:
-                        boundary_words[f"{v.gap[0]}: {text[spans[w][0] : spans[w][1]].lower()}"] += 1
+                        boundary_words[f"{v.gap[0]}: {w.lower()}"] += 1
     return {
         "exact_matches": exact,
         "kinds": {k: {"count": counts[k], **({"one_word": one_word[k]} if k in KINDS[:5] else {})} for k in KINDS},
