@@ -9,6 +9,7 @@ shows only the documents with errors. The page loads nothing from the network.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 from collections import Counter
@@ -17,7 +18,9 @@ from pathlib import Path
 
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
+from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.error_analysis import KINDS, classify_document
+from toolkit.spans.overlaps import SpanLike
 
 # Verdict -> (tag shown before the label, colour). Exact matches green; what the model added red; what it
 # missed orange; wrong boundaries yellow; split, merged and relabelled spans purple.
@@ -34,15 +37,17 @@ STYLE = {
 PREDICTED = "#90caf9"  # spans without gold to compare with
 
 
-class _Span:
-    def __init__(self, start: int, end: int, label: str):
-        self.start, self.end, self.label = start, end, label
+@functools.cache
+def _tokenizer():
+    """spaCy's blank English pipeline, built once per process (building it per document cost more than
+    tokenizing)."""
+    import spacy
+
+    return spacy.blank("en")
 
 
 def _tokens(text: str):
-    import spacy
-
-    return spacy.blank("en").make_doc(text)
+    return _tokenizer().make_doc(text)
 
 
 def _rendered(text: str, spans: list[tuple[int, int, str]], colors: dict[str, str]) -> str:
@@ -55,25 +60,21 @@ def _rendered(text: str, spans: list[tuple[int, int, str]], colors: dict[str, st
         window = doc.char_span(start, end, alignment_mode="expand")
         if window is None or len(window) == 0:  # offsets inside whitespace only: nothing to underline
             continue
-        manual.append({"start_token": window.start, "end_token": window.end, "label": tag})
-    # displaCy escapes tokens but writes labels into the HTML as they are: escape them, or a label
-    # holding markup would inject it into the page.
-    for span in manual:
-        span["label"] = html.escape(span["label"])
+        # displaCy escapes tokens but writes labels into the HTML as they are: escape them, or a label
+        # holding markup would inject it into the page.
+        manual.append({"start_token": window.start, "end_token": window.end, "label": html.escape(tag)})
     data = {"text": text, "tokens": [t.text for t in doc], "spans": manual}
     return displacy.render(data, style="span", manual=True, options={"colors": {html.escape(k): v for k, v in colors.items()}})
 
 
-def verdict_rows(text: str, gold: Sequence[_Span] | None, pred: Sequence[_Span]) -> list[dict]:
+def verdict_rows(text: str, gold: Sequence[SpanLike] | None, pred: Sequence[SpanLike]) -> list[dict]:
     """Each span to draw: start, end, label, verdict (None without gold) and its side."""
     if gold is None:
         return [{"start": p.start, "end": p.end, "label": p.label, "kind": None, "side": "pred"} for p in pred]
     rows = []
     for v in classify_document(text, gold, pred):
-        if v.kind == "exact" and v.side == "gold":
+        if v.side == "gold" and v.kind in ("exact", "wrong label"):
             continue  # drawn once, from the prediction
-        if v.kind == "wrong label" and v.side == "gold":
-            continue
         rows.append({"start": v.start, "end": v.end, "label": v.label, "kind": v.kind, "side": v.side})
     return rows
 
@@ -120,7 +121,7 @@ def review_html(predictions: list[dict], gold: dict[str, SpanRecord] | None, tit
             )
         if g is not None and rec.get("text") not in (None, g.text):
             raise ToolkitError(f"prediction {rec['id']!r}: its text differs from the gold document's", fix="review predictions made on these documents")
-        pred = [_Span(s["start"], s["end"], s["label"]) for s in rec["spans"]]
+        pred = [PredictedSpan(s["start"], s["end"], s["label"], s.get("score", 1.0)) for s in rec["spans"]]
         rows = verdict_rows(text, g.spans if g is not None else None, pred)
         errors = sum(1 for r in rows if r["kind"] not in (None, "exact", "overlapped"))
         docs.append({"id": rec["id"], "text": text, "rows": rows, "errors": errors, "gold_per_label": Counter(s.label for s in g.spans) if g else {}})
