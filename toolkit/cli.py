@@ -189,11 +189,9 @@ def recipes_cp(
     """Copy a packaged recipe to edit it, then `toolkit run DEST`."""
     import shutil
 
-    from toolkit.recipes import packaged_recipes, resolve_recipe
+    from toolkit.recipes import packaged_recipe
 
-    source = resolve_recipe(name) if name.removesuffix(".yaml") in packaged_recipes() else None
-    if source is None:
-        resolve_recipe(f"recipes/{name}")  # raises the error with close names
+    source = packaged_recipe(name)
     target = dest / source.name if dest.is_dir() else dest
     if target.exists():
         raise ToolkitError(f"{target} already exists", fix="choose another destination, or remove it first")

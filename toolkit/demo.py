@@ -27,7 +27,7 @@ from toolkit.data.importers import EXPORT_FORMATS, run_export, run_import
 from toolkit.data.sample import SAMPLE_FILES
 from toolkit.data.schema import SpanRecord
 from toolkit.pretrained import default_encoder
-from toolkit.recipes import RECIPES_DIR
+from toolkit.recipes import RECIPES_DIR  # shipped in the package: the demo runs from a wheel too
 
 
 def span_keys(rec: SpanRecord, ignore_whitespace: bool) -> Counter:
@@ -68,10 +68,6 @@ def round_trip(records: list[SpanRecord], fmt: str, workdir: Path) -> dict:
     }
 
 
-# The demo's recipes ship inside the package, so the main job runs from an installed wheel too.
-RECIPES = RECIPES_DIR
-
-
 def split_overrides(overrides: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"mlm": [], "clm": []}
     for o in overrides:
@@ -90,7 +86,7 @@ def train_demo(recipe_name: str, workdir: Path, console: Console, overrides: lis
     from toolkit.rundir import prepare_run_dir
     from toolkit.tasks import run_recipe
 
-    recipe = load_recipe(RECIPES / f"{recipe_name}.yaml", [f"output_dir={workdir}", *overrides])
+    recipe = load_recipe(RECIPES_DIR / f"{recipe_name}.yaml", [f"output_dir={workdir}", *overrides])
     run_dir = workdir / recipe.name
     console.rule(f"[bold]Training {recipe.name} ({recipe.task}): {recipe.model.name} on {recipe.data.train}")
     prepare_run_dir(run_dir, overwrite=True)

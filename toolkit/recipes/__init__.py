@@ -25,19 +25,25 @@ def describe_recipe(path: Path) -> str:
     return first.removeprefix("#").strip() if first.startswith("#") else ""
 
 
+def packaged_recipe(name: str) -> Path:
+    """The packaged recipe called `name` (with or without .yaml); an error naming the closest ones."""
+    recipes = packaged_recipes()
+    stem = name.removesuffix(".yaml").removesuffix(".yml")
+    if stem in recipes:
+        return recipes[stem]
+    close = difflib.get_close_matches(stem, list(recipes), n=3)
+    raise ToolkitError(
+        f"{name}: no such recipe file, and no packaged recipe of that name",
+        fix=(f"did you mean {', '.join(close)}? " if close else "") + "`toolkit recipes` lists the packaged ones",
+    )
+
+
 def resolve_recipe(ref: str | Path) -> Path:
-    """A recipe file: `ref` itself when it exists, else the packaged recipe of that name (with or
-    without .yaml)."""
+    """A recipe file: `ref` itself when it exists, else the packaged recipe of that name (also as
+    recipes/NAME.yaml, the repository path of a packaged recipe)."""
     path = Path(ref)
     if path.is_file():
         return path
-    recipes = packaged_recipes()
-    name = path.name.removesuffix(".yaml").removesuffix(".yml")
-    if len(path.parts) <= 1 or path.parts[-2] == "recipes":
-        if name in recipes:
-            return recipes[name]
-    close = difflib.get_close_matches(name, list(recipes), n=3)
-    raise ToolkitError(
-        f"{ref}: no such recipe file, and no packaged recipe of that name",
-        fix=(f"did you mean {', '.join(close)}? " if close else "") + "`toolkit recipes` lists the packaged ones",
-    )
+    if len(path.parts) > 1 and path.parts[-2] != "recipes":
+        raise ToolkitError(f"{ref}: no such recipe file", fix="check the path, or pass a packaged recipe's name (`toolkit recipes` lists them)")
+    return packaged_recipe(path.name)
