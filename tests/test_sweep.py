@@ -26,7 +26,7 @@ def test_grid_sweep_writes_trials_summary_and_heatmap(tiny_bert, tmp_path):
         REPO / "recipes" / "demo_mlm.yaml",
         [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *BASE, "sweep.params={model.dropout.embedding: [0.0, 0.1], train.learning_rate: [2e-5, 5e-5]}"],
     )
-    table = run_sweep(recipe)
+    summary = run_sweep(recipe)
     base = tmp_path / "demo_mlm"
     rows = list(csv.DictReader((base / "summary.csv").open()))
     assert len(rows) == 4 and sum(r["best"] == "*" for r in rows) == 1
@@ -38,7 +38,8 @@ def test_grid_sweep_writes_trials_summary_and_heatmap(tiny_bert, tmp_path):
     saved = load_recipe(base / "trials" / "trial-003" / "config.yaml")
     assert (saved.model.dropout.embedding, saved.train.learning_rate) == (0.1, 5e-5)
     assert (base / "heatmap.png").stat().st_size > 1000 and (base / "summary.md").is_file()
-    assert "train_seconds" in table
+    assert summary["best"] == next(r["trial"] for r in rows if r["best"] == "*") and len(summary["trials"]) == 4
+    assert "train_seconds" in (base / "summary.md").read_text()
     # A rerun reuses the finished trials instead of training again.
     before = (base / "trials" / "trial-000" / "metrics.json").stat().st_mtime_ns
     run_sweep(recipe)

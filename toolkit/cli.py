@@ -136,11 +136,15 @@ def run(
 
     cfg = load_recipe(resolve_recipe(recipe), overrides or [])
     if cfg.sweep is not None:
-        from toolkit.tasks.sweep import run_sweep
+        from toolkit.tasks.sweep import plan_sweep, run_sweep, sweep_table
 
-        summary = run_sweep(cfg, dry_run=dry_run, overwrite=overwrite)
+        if dry_run:
+            print(json.dumps(plan_sweep(cfg), indent=2, default=str))
+            return
+        summary = run_sweep(cfg, overwrite=overwrite)
         finish_distributed()
-        console.print(summary)
+        if summary is not None:
+            console.print(sweep_table(summary))
         return
     if dry_run:
         print(json.dumps(plan_recipe(cfg), indent=2))
@@ -206,12 +210,18 @@ def eval_(
     data: Annotated[str, typer.Option(help="Span JSONL to score on (or sample:NAME).")],
     out: Annotated[Path | None, typer.Option(help="Output directory (default RUN/eval/<data name>).")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs.")] = 1000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as one JSON line instead of tables.")] = False,
 ) -> None:
     """Score a trained run on any span file with the toolkit's one scorer."""
     from toolkit.evaluate.evaluation import evaluate_run, summary_line
+    from toolkit.evaluate.reporting import per_label_table, score_table
 
     metrics, where = evaluate_run(run_path, data, out, bootstrap)
-    console.print(summary_line(metrics))
+    if as_json:
+        print(summary_line(metrics))
+        return
+    console.print(score_table(f"{run_path.name} on {data}", metrics))
+    console.print(per_label_table(metrics))
     console.print(f"wrote {where}/metrics.json, report.md, predictions.jsonl")
 
 
@@ -289,25 +299,10 @@ def compare_(
     from toolkit.tasks import ensure_run
 
     if curves:
-        from toolkit.evaluate.curves import compare_curves
+        from toolkit.evaluate.curves import compare_curves, curves_table
 
         summary = compare_curves([Path(s) for s in systems], out, tolerance or [3])
-        # Full system names (no_wrap); short recall columns, so the table fits 80 columns.
-        table = Table(title=f"clause-boundary recall (both ends) at {summary['common_budget_seconds']:.0f} s of training")
-        table.add_column("system", no_wrap=True)
-        for header in ("train s", "step", "exact", *(f"+/-{k}" for k in tolerance or [3])):
-            table.add_column(header, justify="right")
-        for name, p in summary["at_common_budget"].items():
-            if p is None:
-                table.add_row(name, "-", "-", "no checkpoint yet")
-                continue
-            table.add_row(
-                name,
-                f"{p['train_seconds']:.0f}",
-                str(p["step"]),
-                *(f"{p[k]:.3f}" for k in ["boundary_both_recall", *(f"boundary_both_within_{k}_recall" for k in tolerance or [3])]),
-            )
-        console.print(table)
+        console.print(curves_table(summary, tolerance or [3]))
         console.print(f"wrote {out}/curves.md, curves.json, curves.png")
         return
     if data is None:
@@ -357,21 +352,12 @@ def export_(
 ) -> None:
     """Export a run to a self-contained artifact (ONNX or PyTorch, the fastest path within budget on this machine);
     writes nothing when the parity budgets are exceeded."""
-    from toolkit.deploy.export import ParityBudgets, export_run
+    from toolkit.deploy.export import ParityBudgets, export_run, export_table
 
     manifest = export_run(run_path, out, quantize or precision, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite)
     p, hw = manifest["parity"], manifest["hardware"]
     console.print(f"{hw['cpu']} ({' '.join(hw['cpu_flags']) or 'no AVX2'}); {p['documents']} parity documents, PyTorch fp32 span F1 {p['pytorch_span_f1']:.4f}")
-    table = Table("path", "F1", "drop (95% CI)", "logit diff", "docs/s", "", title="Every path: span F1, its drop in points, single-document docs/s")
-    for name, figures in manifest["paths"].items():
-        if "skipped" in figures:
-            table.add_row(name, "", "", "", "", f"skipped: {figures['skipped']}")
-            continue
-        f = p[name]
-        d = f["span_f1_drop"]
-        drop = f"{d['points']} ({d['ci95_points'][0]} to {d['ci95_points'][1]})"
-        table.add_row(name, f"{f['span_f1']:.4f}", drop, f"{f['max_logit_diff']:.2e}", str(figures["docs_per_second"]), "chosen" if figures["chosen"] else "")
-    console.print(table)
+    console.print(export_table(manifest))
     console.print(f"wrote {out} ({manifest['path']}, {len(manifest['files'])} files, manifest.json)")
 
 

@@ -376,3 +376,28 @@ def _versions(toolkit_version: str) -> dict:
     import transformers
 
     return {"toolkit": toolkit_version, "onnxruntime": onnxruntime.__version__, "transformers": transformers.__version__}
+
+
+def export_table(manifest: dict):
+    """Every path of an export side by side (paths as columns, so it fits 80 columns); skipped paths
+    are listed under it with the reason."""
+    from toolkit.tables import SystemsTable
+
+    parity = manifest["parity"]
+    rows = ["span F1", "F1 drop (points)", "drop 95% CI", "max logit diff", "docs/s (1 doc)", "chosen"]
+    paths, notes = {}, []
+    for name, figures in manifest["paths"].items():
+        if "skipped" in figures:
+            notes.append(f"{name}: skipped, {figures['skipped']}")
+            continue
+        f = parity[name]
+        d = f["span_f1_drop"]
+        paths[name] = [
+            f"{f['span_f1']:.4f}",
+            str(d["points"]),
+            f"{d['ci95_points'][0]} to {d['ci95_points'][1]}",
+            f"{f['max_logit_diff']:.2e}",
+            str(figures["docs_per_second"]),
+            "yes" if figures["chosen"] else "",
+        ]
+    return SystemsTable("every path: span F1, its drop from PyTorch fp32, single-document speed", rows, paths, first_header="path", notes=notes)

@@ -175,40 +175,22 @@ def table_rows(summary: dict, tolerances: list[int]) -> tuple[list[str], list[li
     return header, rows
 
 
-METRIC_NAMES = {
-    "span_recall": "recall (exact span)",
-    "boundary_start_recall": "boundary recall: start",
-    "boundary_end_recall": "boundary recall: end",
-    "boundary_both_recall": "boundary recall: both",
-    "jaccard_recall": "recall (Jaccard >= 0.5)",
-    "span_precision": "precision (exact span)",
-    "span_f1": "F1 (exact span)",
-    "hallucination_rate": "hallucination rate",
-}
-
-
 def terminal_table(summary: dict, tolerances: list[int], metrics: list[str] | None = None):
     """The comparison for a terminal: metrics as rows, systems as columns, each value over its 95% CI on
-    a second line. Wide tables of systems x metrics were cut to 5-character columns at 80 columns; this
-    shape fits 80 columns for two or three systems, and names fold rather than being cut."""
-    from rich.table import Table
+    a second line (a wide systems x metrics table was cut to 5-character columns at 80 columns)."""
+    from toolkit.evaluate.reporting import metric_name
+    from toolkit.tables import SystemsTable
 
     keys = metrics or (COLUMNS[:4] + [f"boundary_both_within_{k}_recall" for k in tolerances] + COLUMNS[4:])
-    table = Table(title="compare (95% CIs)", show_lines=True)
-    # System names keep their full width where the terminal allows; metric names wrap at spaces instead.
-    table.add_column("metric", max_width=22)
-    for name in summary["systems"]:
-        table.add_column(name, justify="right", overflow="fold")
-    for key in keys:
-        name = METRIC_NAMES.get(key) or key.replace("boundary_both_within_", "boundary recall: both within ").replace("_recall", " words")
+    rows = [metric_name(k) for k in keys]
+    systems = {}
+    for name, m in summary["systems"].items():
         cells = []
-        for m in summary["systems"].values():
+        for key in keys:
             value, ci = m["summary"].get(key), m["ci95"].get(key)
             cells.append("-" if value is None else f"{value:.3f}" + (f"\n{ci[0]:.2f}-{ci[1]:.2f}" if ci else ""))
-        table.add_row(name, *cells)
-    table.add_row("task", *[m["task"] for m in summary["systems"].values()])
-    table.add_row("seconds per document", *[f"{m['timing']['seconds_per_document']:.3f}" for m in summary["systems"].values()])
-    return table
+        systems[name] = [*cells, m["task"], f"{m['timing']['seconds_per_document']:.3f}"]
+    return SystemsTable("compare (95% CIs)", [*rows, "task", "seconds per document"], systems)
 
 
 def _write_table(summary: dict, tolerances: list[int], out: Path) -> None:

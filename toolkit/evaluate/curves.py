@@ -75,6 +75,26 @@ def _cell(point: dict, key: str) -> str:
     return f"{value:.3f}" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
 
 
+def curves_table(summary: dict, tolerances: list[int]):
+    """Each run's point at the common training budget, runs as columns (for a terminal)."""
+    from toolkit.evaluate.reporting import metric_name
+    from toolkit.tables import SystemsTable
+
+    keys = curve_metrics(tolerances)
+    rows = ["train seconds", "step", *map(metric_name, keys)]
+    systems = {}
+    for name, p in summary["at_common_budget"].items():
+        if p is None:
+            systems[name] = ["no checkpoint yet", *[""] * (len(rows) - 1)]
+            continue
+        cells = []
+        for k in keys:
+            ci = (p.get("ci95") or {}).get(k)
+            cells.append("-" if p.get(k) is None else f"{p[k]:.3f}" + (f"\n{ci[0]:.2f}-{ci[1]:.2f}" if ci else ""))
+        systems[name] = [f"{p['train_seconds']:.0f}", str(p["step"]), *cells]
+    return SystemsTable(f"recall at {summary['common_budget_seconds']:.0f} s of training (95% CIs)", rows, systems)
+
+
 def curves_markdown(summary: dict, tolerances: list[int]) -> str:
     keys = curve_metrics(tolerances)
     first = next(iter(summary["systems"].values()))["points"][0]

@@ -26,6 +26,24 @@ HEADLINE = [
 ]
 
 
+# Short names for the terminal tables of compare and curves.
+METRIC_NAMES = {
+    "span_recall": "recall (exact span)",
+    "boundary_start_recall": "boundary recall: start",
+    "boundary_end_recall": "boundary recall: end",
+    "boundary_both_recall": "boundary recall: both",
+    "jaccard_recall": "recall (Jaccard >= 0.5)",
+    "span_precision": "precision (exact span)",
+    "span_f1": "F1 (exact span)",
+    "hallucination_rate": "hallucination rate",
+}
+
+
+def metric_name(key: str) -> str:
+    """A metric's name for a table row: `boundary_both_within_3_recall` -> `boundary recall: both within 3 words`."""
+    return METRIC_NAMES.get(key) or key.replace("boundary_both_within_", "boundary recall: both within ").replace("_recall", " words")
+
+
 def write_predictions(path: Path, records: Sequence[SpanRecord], predictions: Sequence[Sequence[PredictedSpan]]) -> None:
     write_jsonl(path, ({"id": r.id, "spans": [p.to_dict(r.text) for p in preds]} for r, preds in zip(records, predictions)))
 
@@ -104,8 +122,22 @@ def score_table(title: str, metrics: dict):
     table = Table("metric", "dev", "95% CI", title=title)
     t = metrics["settings"]["jaccard_threshold"]
     for key, name in HEADLINE:
+        if metrics["summary"].get(key) is None:
+            continue
         ci = metrics["ci95"].get(key)
         table.add_row(name.format(t=t), f"{metrics['summary'][key]:.4f}", f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "")
+    return table
+
+
+def per_label_table(metrics: dict):
+    """Support, predictions, P, R and F1 per label (full label names, folded where long)."""
+    from rich.table import Column, Table
+
+    table = Table(Column("label", overflow="fold", max_width=36), "gold", "predicted", "precision", "recall", "F1", title="per label (exact spans)")
+    for label, m in metrics.get("per_label", {}).items():
+        if "support" not in m:  # ranking metrics (segment runs) have their own shape
+            continue
+        table.add_row(label, str(m["support"]), str(m.get("predicted", "")), f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"{m['f1']:.3f}")
     return table
 
 

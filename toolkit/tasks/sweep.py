@@ -50,16 +50,24 @@ def grid_points(params: dict[str, list]) -> list[dict[str, Any]]:
     return [dict(zip(keys, values)) for values in itertools.product(*(params[k] for k in keys))]
 
 
-def run_sweep(recipe: Recipe, dry_run: bool = False, overwrite: bool = False) -> str:
+def plan_sweep(recipe: Recipe) -> dict:
+    """The trials a sweep would run (`toolkit run --dry-run`); every grid trial's config is validated now."""
+    sweep = recipe.sweep
+    assert sweep is not None
+    base = Path(recipe.output_dir) / recipe.name
+    points = grid_points(sweep.params) if sweep.method == "grid" else [f"{sweep.n_trials} Optuna trials over {sorted(sweep.params)}"]
+    for i, p in enumerate(points if sweep.method == "grid" else []):
+        _trial_recipe(recipe, p, i, base)
+    return {"method": sweep.method, "trials": points}
+
+
+def run_sweep(recipe: Recipe, overwrite: bool = False) -> dict | None:
+    """Run every trial (finished ones are kept) and write the summary; returns sweep.json's content
+    (None on ranks other than 0)."""
     sweep = recipe.sweep
     assert sweep is not None
     base = Path(recipe.output_dir) / recipe.name
     main = is_main_process()
-    if dry_run:
-        points = grid_points(sweep.params) if sweep.method == "grid" else [f"{sweep.n_trials} Optuna trials over {sorted(sweep.params)}"]
-        for i, p in enumerate(points if sweep.method == "grid" else []):
-            _trial_recipe(recipe, p, i, base)  # validates every trial's config now
-        return json.dumps({"method": sweep.method, "trials": points}, indent=2, default=str)
     if main:
         base.mkdir(parents=True, exist_ok=True)
         dump_recipe(recipe, base / CONFIG_FILE)
@@ -90,12 +98,12 @@ def run_sweep(recipe: Recipe, dry_run: bool = False, overwrite: bool = False) ->
 
         study.optimize(objective, n_trials=sweep.n_trials)
     if not main:
-        return ""
+        return None
     return write_summary(rows, list(sweep.params), sweep.metric, base)
 
 
-def write_summary(rows: list[dict], keys: list[str], metric: str, base: Path) -> str:
-    """summary.csv, summary.md and heatmap.png; returns the Markdown table."""
+def write_summary(rows: list[dict], keys: list[str], metric: str, base: Path) -> dict:
+    """summary.csv, summary.md, sweep.json and heatmap.png; returns what sweep.json holds."""
     best = max(rows, key=lambda r: r[metric])
     fastest = min(r["train_seconds"] for r in rows) or 1.0
     columns = ["trial", *keys, metric, "ci95", "train_seconds", "time_vs_fastest", "best"]
@@ -121,9 +129,31 @@ def write_summary(rows: list[dict], keys: list[str], metric: str, base: Path) ->
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     (base / "summary.md").write_text(f"# Sweep: dev {metric}\n\nBest: {best['trial']} ({best[metric]:.4f}).\n\n{table}\n", encoding="utf-8")
-    (base / "sweep.json").write_text(json.dumps({"metric": metric, "params": keys, "trials": rows}, indent=2, default=str), encoding="utf-8")
+    summary = {"metric": metric, "params": keys, "trials": rows, "best": best["trial"], "directory": str(base)}
+    (base / "sweep.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     plot_heatmap(rows, keys, metric, base / "heatmap.png")
-    return table
+    return summary
+
+
+def sweep_table(summary: dict):
+    """The trials side by side for a terminal: trials as columns, parameters and figures as rows."""
+    from toolkit.tables import SystemsTable
+
+    metric = summary["metric"]
+    rows = [*summary["params"], f"dev {metric}", "95% CI", "train seconds", "time vs fastest"]
+    trials = {}
+    for r in summary["trials"]:
+        ci = r["ci95"]
+        name = f"{r['trial']} (best)" if r["trial"] == summary["best"] else r["trial"]
+        trials[name] = [
+            *(f"{r[k]:g}" if isinstance(r[k], float) else str(r[k]) for k in summary["params"]),
+            f"{r[metric]:.4f}",
+            f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "",
+            f"{r['train_seconds']:.0f}",
+            f"{r['time_vs_fastest']:.2f}x",
+        ]
+    notes = [f"written: {summary['directory']}/summary.md, summary.csv, sweep.json, heatmap.png"]
+    return SystemsTable(f"sweep: dev {metric} per trial", rows, trials, first_header="trial", notes=notes)
 
 
 def plot_heatmap(rows: list[dict], keys: list[str], metric: str, path: Path) -> None:
