@@ -152,6 +152,19 @@ def test_lora_clm_trains_adapters_only(tiny_llama, tmp_path):
     assert plan["trainable_parameters"] < plan["parameters"] / 5
 
 
+def test_lora_top_layers_adapts_only_the_last_layers(tiny_llama, tmp_path):
+    from toolkit.tasks.models import build_causal_model
+
+    def adapted_layers(top_layers: str) -> set[str]:
+        overrides = [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM, "model.lora.enabled=true", f"model.lora.top_layers={top_layers}"]
+        model, _ = build_causal_model(load_recipe(REPO / "recipes" / "demo_clm.yaml", overrides).model)
+        return {name.split(".layers.")[1].split(".")[0] for name, p in model.named_parameters() if "lora_" in name and p.requires_grad}
+
+    # The tiny decoder has two layers: top_layers=1 adapts layer 1 only; null, or more than it has, every layer.
+    assert adapted_layers("1") == {"1"}
+    assert adapted_layers("null") == adapted_layers("5") == {"0", "1"}
+
+
 def test_decoder_as_tagger_runs_through_the_mlm_code(tiny_llama, tmp_path):
     recipe = load_recipe(
         REPO / "recipes" / "demo_mlm.yaml",
@@ -208,6 +221,7 @@ def flat_clinical_recipe(model, out, *overrides):
         "data.train=sample:clinical_train",
         "data.dev=sample:clinical_dev",
         "data.max_train_docs=5",
+        "data.max_dev_docs=null",
         "eval.bootstrap=10",
         "model.multi_label=false",
     ]

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from toolkit.config import ModelConfig
+from toolkit.config import LoraConfigModel, ModelConfig
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.pretrained import default_decoder, default_encoder, fix_decoder_tokenizer, load_tokenizer
 from toolkit.spans.label_space import LabelSpace
@@ -91,18 +91,11 @@ def _token_classifier(cfg: ModelConfig, names: list[str]):
     model = AutoModelForTokenClassification.from_pretrained(name, config=config)
     add_embedding_dropout(model, cfg.dropout.embedding)
     if cfg.lora.enabled:
-        from peft import LoraConfig, TaskType, get_peft_model
+        from peft import TaskType, get_peft_model
 
         head = [n for n in ("classifier", "score") if hasattr(model, n)]
-        lora = LoraConfig(
-            task_type=TaskType.TOKEN_CLS,
-            r=cfg.lora.r,
-            lora_alpha=cfg.lora.alpha,
-            lora_dropout=cfg.lora.dropout,
-            target_modules=cfg.lora.target_modules,
-            modules_to_save=head,  # the new head is trained fully and saved with the adapter
-        )
-        model = get_peft_model(model, lora)
+        # The new head is trained fully and saved with the adapter.
+        model = get_peft_model(model, lora_config(cfg.lora, TaskType.TOKEN_CLS, config, modules_to_save=head))
     return model, tokenizer
 
 
@@ -137,15 +130,34 @@ def build_causal_model(m: ModelConfig):
     model.config.pad_token_id = tokenizer.pad_token_id
     add_embedding_dropout(model, m.dropout.embedding)
     if m.lora.enabled:
-        from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training
+        from peft import TaskType, get_peft_model, prepare_model_for_kbit_training
 
         if m.quantization == "4bit":
             model = prepare_model_for_kbit_training(model)
-        model = get_peft_model(
-            model,
-            LoraConfig(task_type=TaskType.CAUSAL_LM, r=m.lora.r, lora_alpha=m.lora.alpha, lora_dropout=m.lora.dropout, target_modules=m.lora.target_modules),
-        )
+        model = get_peft_model(model, lora_config(m.lora, TaskType.CAUSAL_LM, config))
     return model, tokenizer
+
+
+def lora_config(lora: LoraConfigModel, task_type, config, **extra):
+    """peft's LoraConfig for a recipe's `model.lora`; `top_layers` becomes the indices of the last N layers."""
+    from peft import LoraConfig
+
+    layers = None
+    if lora.top_layers is not None:
+        total = getattr(config, "num_hidden_layers", None)
+        if total is None:
+            raise ConfigError("model.lora.top_layers: this model's config does not say how many layers it has", fix="remove model.lora.top_layers")
+        # At most N: a recipe stays usable on a smaller model (the tests' two-layer ones adapt every layer).
+        layers = list(range(max(0, total - lora.top_layers), total))
+    return LoraConfig(
+        task_type=task_type,
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        layers_to_transform=layers,
+        **extra,
+    )
 
 
 def build_masked_model(m: ModelConfig):
