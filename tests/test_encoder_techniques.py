@@ -118,6 +118,7 @@ def test_extra_corpus_is_mapped_weighted_and_reported():
         [
             "data.train=sample:clinical_train",
             "data.dev=sample:contracts_dev",
+            "data.max_dev_docs=null",
             "data.extra_train=[{path: 'sample:clinical_dev', label_map: {Chemical: '', Disease: Condition}, weight: 0.5}]",
         ],
     )
