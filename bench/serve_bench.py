@@ -148,8 +148,9 @@ def bench_service(run: Path, data: str, requests_per_client: int, clients: list[
             assert status == 200, body
             single[t] = body["spans"]
         for n in clients:
+            examples: dict[str, str] = {}  # the first answer of each error status: what went wrong
 
-            def client(k: int) -> list[tuple[int, float, bool]]:
+            def client(k: int, examples: dict[str, str] = examples) -> list[tuple[int, float, bool]]:
                 got = []
                 for i in range(requests_per_client):
                     text = texts[(k * requests_per_client + i) % len(texts)]
@@ -158,6 +159,8 @@ def bench_service(run: Path, data: str, requests_per_client: int, clients: list[
                         status, body = server.post("/extract", {"text": text})
                     except OSError as exc:  # a timeout or a dropped connection is an error to count, not a crash
                         status, body = f"{type(exc).__name__}", {}
+                    if status != 200:
+                        examples.setdefault(str(status), json.dumps(body)[:300])
                     got.append((status, time.perf_counter() - t, status == 200 and body["spans"] == single[text]))
                 return got
 
@@ -174,6 +177,7 @@ def bench_service(run: Path, data: str, requests_per_client: int, clients: list[
                 "requests": len(results),
                 "errors": len(results) - len(ok),
                 "statuses": statuses,
+                "error_examples": examples,
                 "answers_equal_single": sum(same for *_, same in results),
                 "docs_per_s": round(len(ok) / wall, 2),
                 "p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
