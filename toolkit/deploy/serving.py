@@ -17,12 +17,10 @@ TOOLKIT_API_KEY (when set, requests need header `X-API-Key: <key>` or
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import math
 import os
-from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
+from toolkit.deploy.resubmit import answer_deadline, answer_with_resubmits
 from toolkit.infer import load_predictor
 from toolkit.rundir import MANIFEST as MANIFEST_FILE
 from toolkit.rundir import read_manifest, verify_artifact, weights_file
@@ -74,9 +73,6 @@ class ServeSettings(BaseModel):
     def dispatcher_latency_ms(self) -> int:
         return self.max_latency_ms or int(2_000 * self.max_queue_seconds)
 
-
-RESUBMITS = 3  # a call the dispatcher cancelled is resubmitted this often, then answered 503
-RESUBMIT_DELAY_S = 0.05
 
 # Without a measured throughput (artifacts exported before it was recorded) the bound assumes this.
 FALLBACK_CHARS_PER_SECOND = 20_000.0
@@ -227,6 +223,7 @@ SETTINGS = ServeSettings.from_env()
 MANIFEST: dict = read_manifest(SETTINGS.artifact)
 BATCHABLE = SETTINGS.max_batch_size > 1
 QUEUE = AdmissionQueue.for_artifact(SETTINGS, MANIFEST)
+ANSWER_DEADLINE_S = answer_deadline(SETTINGS.max_queue_seconds)
 
 
 @bentoml.service(name="extraction_model", workers=1, traffic={"timeout": 600})
@@ -265,27 +262,8 @@ class Extraction:
         }
 
     async def _tag(self, docs: list[str]) -> list[list[dict]]:
-        """The model service's answer. Two refusals are retried, since tagging has no side effects: BentoML's
-        batch dispatcher cancelling a queued call by its own latency estimate (503; rare, as its threshold
-        sits above the admission bound), and an internal connection closed as it was reused (aiohttp
-        ServerDisconnectedError under many clients; docs/benchmarks.md, Export and serving). Resubmits are
-        bounded: a call that keeps being cancelled is answered 503 with Retry-After."""
-        import aiohttp
-        from bentoml.exceptions import BentoMLException
-
-        cancelled = dropped = 0
-        while True:
-            try:
-                return await self.model.to_async.tag(docs)
-            except BentoMLException as exc:
-                cancelled += 1
-                if getattr(exc, "error_code", None) != HTTPStatus.SERVICE_UNAVAILABLE or cancelled > RESUBMITS:
-                    raise
-                await asyncio.sleep(RESUBMIT_DELAY_S)
-            except aiohttp.ClientConnectionError:
-                dropped += 1
-                if dropped > 2:
-                    raise
+        """The model service's answer: bounded and resubmitted where it was lost (toolkit.deploy.resubmit)."""
+        return await answer_with_resubmits(lambda: self.model.to_async.tag(docs), ANSWER_DEADLINE_S)
 
     @bentoml.api(route="/extract")
     async def extract(self, text: str | None = None, texts: list[str] | None = None, labels: list[str] | None = None) -> dict:
