@@ -15,6 +15,13 @@ COLUMN_OVERHEAD = 3
 LABEL_MAX_WIDTH = 24  # row names longer than this wrap at spaces
 
 
+def value_cell(value: float | None, ci: list[float] | tuple[float, float] | None = None) -> str:
+    """A metric cell: the value, its 95% CI on a second line; `-` when the system has no value."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f"\n{ci[0]:.2f}-{ci[1]:.2f}" if ci else "")
+
+
 def _text_width(cell: str) -> int:
     return max((len(line) for line in cell.split("\n")), default=0)
 

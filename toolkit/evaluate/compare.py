@@ -179,16 +179,13 @@ def terminal_table(summary: dict, tolerances: list[int], metrics: list[str] | No
     """The comparison for a terminal: metrics as rows, systems as columns, each value over its 95% CI on
     a second line (a wide systems x metrics table was cut to 5-character columns at 80 columns)."""
     from toolkit.evaluate.reporting import metric_name
-    from toolkit.tables import SystemsTable
+    from toolkit.tables import SystemsTable, value_cell
 
     keys = metrics or (COLUMNS[:4] + [f"boundary_both_within_{k}_recall" for k in tolerances] + COLUMNS[4:])
     rows = [metric_name(k) for k in keys]
     systems = {}
     for name, m in summary["systems"].items():
-        cells = []
-        for key in keys:
-            value, ci = m["summary"].get(key), m["ci95"].get(key)
-            cells.append("-" if value is None else f"{value:.3f}" + (f"\n{ci[0]:.2f}-{ci[1]:.2f}" if ci else ""))
+        cells = [value_cell(m["summary"].get(key), m["ci95"].get(key)) for key in keys]
         systems[name] = [*cells, m["task"], f"{m['timing']['seconds_per_document']:.3f}"]
     return SystemsTable("compare (95% CIs)", [*rows, "task", "seconds per document"], systems)
 

@@ -78,7 +78,7 @@ def _cell(point: dict, key: str) -> str:
 def curves_table(summary: dict, tolerances: list[int]):
     """Each run's point at the common training budget, runs as columns (for a terminal)."""
     from toolkit.evaluate.reporting import metric_name
-    from toolkit.tables import SystemsTable
+    from toolkit.tables import SystemsTable, value_cell
 
     keys = curve_metrics(tolerances)
     rows = ["train seconds", "step", *map(metric_name, keys)]
@@ -87,10 +87,7 @@ def curves_table(summary: dict, tolerances: list[int]):
         if p is None:
             systems[name] = ["no checkpoint yet", *[""] * (len(rows) - 1)]
             continue
-        cells = []
-        for k in keys:
-            ci = (p.get("ci95") or {}).get(k)
-            cells.append("-" if p.get(k) is None else f"{p[k]:.3f}" + (f"\n{ci[0]:.2f}-{ci[1]:.2f}" if ci else ""))
+        cells = [value_cell(p.get(k), (p.get("ci95") or {}).get(k)) for k in keys]
         systems[name] = [f"{p['train_seconds']:.0f}", str(p["step"]), *cells]
     return SystemsTable(f"recall at {summary['common_budget_seconds']:.0f} s of training (95% CIs)", rows, systems)
 
