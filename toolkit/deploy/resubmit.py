@@ -20,6 +20,9 @@ from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import TypeVar
 
+import aiohttp
+from bentoml.exceptions import BentoMLException
+
 T = TypeVar("T")
 
 logger = logging.getLogger("bentoml.toolkit")  # a child of bentoml's logger, so it lands in the service log
@@ -48,9 +51,6 @@ def answer_deadline(max_queue_seconds: float) -> float:
 async def answer_with_resubmits(call: Callable[[], Awaitable[T]], deadline_s: float) -> T:
     """`await call()`, resubmitted when it is cancelled by the dispatcher, dropped by a closed
     connection or left without an answer past `deadline_s`; other errors pass through."""
-    import aiohttp
-    from bentoml.exceptions import BentoMLException
-
     cancelled = dropped = unanswered = 0
     while True:
         try:
