@@ -18,6 +18,11 @@ SUFFIXES = (".jsonl", ".txt", ".pdf", ".docx")
 # Pages of a PDF are joined with a form feed, as pdftotext does: offsets stay in one string, and a
 # page break stays visible in the written text.
 PAGE_BREAK = "\f"
+# Bounds on what a .docx (a zip archive) may inflate to. The text of the longest contracts is a few
+# MB; images and fonts inside a .docx are never read, but their sizes count against the total.
+MAX_ZIP_ENTRY_BYTES = 256 * 2**20
+MAX_ZIP_TOTAL_BYTES = 1024 * 2**20
+MAX_ZIP_ENTRIES = 10_000
 
 
 class DocumentError(Exception):
@@ -85,8 +90,11 @@ def count_documents(path: Path) -> int:
     """Documents `read_documents` will yield (for the progress bar): lines of a JSONL file, else one."""
     if path.suffix.lower() != ".jsonl":
         return 1
-    with path.open("rb") as f:
-        return sum(1 for line in f if line.strip())
+    try:
+        with path.open("rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return 1  # reading it fails again in `read_documents`, which reports it
 
 
 def split_jsonl(path: Path, lines_per_piece: int) -> list[tuple[int, int, int]]:
@@ -155,6 +163,8 @@ def _pdf(path: Path) -> tuple[str, dict]:
         raise
     except (PdfReadError, OSError, ValueError, KeyError) as exc:
         raise DocumentError(f"not a readable PDF ({type(exc).__name__}: {exc})", "open it in a PDF viewer; re-save or repair it") from None
+    except Exception as exc:  # noqa: BLE001 - pypdf's parser raises what malformed objects make it meet (TypeError, AttributeError, RecursionError)
+        raise DocumentError(f"not a readable PDF ({type(exc).__name__}: {exc})", "open it in a PDF viewer; re-save or repair it") from None
     empty = [i + 1 for i, text in enumerate(pages) if not text.strip()]
     if pages and len(empty) == len(pages):
         raise DocumentError(
@@ -170,16 +180,50 @@ def _docx(path: Path) -> tuple[str, dict]:
     import docx
     from docx.table import Table
 
+    _check_zip_bounds(path)
     try:
         document = docx.Document(str(path))
+        blocks = []
+        tables = 0
+        for block in document.iter_inner_content():
+            if isinstance(block, Table):
+                tables += 1
+                blocks.extend("\t".join(cell.text for cell in row.cells) for row in block.rows)
+            else:
+                blocks.append(block.text)
+        paragraphs = len(document.paragraphs)
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
         raise DocumentError(f"not a readable .docx ({type(exc).__name__}: {exc})", "open it in a word processor and save it as .docx again") from None
-    blocks = []
-    tables = 0
-    for block in document.iter_inner_content():
-        if isinstance(block, Table):
-            tables += 1
-            blocks.extend("\t".join(cell.text for cell in row.cells) for row in block.rows)
-        else:
-            blocks.append(block.text)
-    return "\n".join(blocks), {"paragraphs": len(document.paragraphs), "tables": tables}
+    except Exception as exc:  # noqa: BLE001 - python-docx raises what its parser meets (AttributeError, lxml errors, PackageNotFoundError)
+        raise DocumentError(
+            f"not a readable .docx ({type(exc).__name__}: {exc})", "open it in a word processor and save it as .docx again, or convert it to .txt"
+        ) from None
+    return "\n".join(blocks), {"paragraphs": paragraphs, "tables": tables}
+
+
+def _check_zip_bounds(path: Path) -> None:
+    """Refuse a .docx that is not a zip, or whose entries would inflate past the bounds, before any
+    entry is read: python-docx reads whole parts into memory, so a zip bomb would take the process down.
+    zipfile reads an entry no further than the size its header declares, so bounding the declared
+    sizes bounds what is inflated."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise DocumentError(f"not a .docx: not a zip archive ({exc})", "open it in a word processor and save it as .docx again") from None
+    if len(infos) > MAX_ZIP_ENTRIES:
+        raise DocumentError(f"{len(infos)} zip entries, over the bound of {MAX_ZIP_ENTRIES}", "save it as .docx again, or convert it to .txt")
+    biggest = max(infos, key=lambda i: i.file_size, default=None)
+    total = sum(i.file_size for i in infos)
+    if biggest is not None and biggest.file_size > MAX_ZIP_ENTRY_BYTES:
+        raise DocumentError(
+            f"zip entry {biggest.filename!r} inflates to {biggest.file_size:,} bytes, over the bound of {MAX_ZIP_ENTRY_BYTES:,}",
+            "a .docx this large is likely malformed or hostile; convert it to .txt if it is genuine",
+        )
+    if total > MAX_ZIP_TOTAL_BYTES:
+        raise DocumentError(
+            f"its zip entries inflate to {total:,} bytes, over the bound of {MAX_ZIP_TOTAL_BYTES:,}",
+            "a .docx this large is likely malformed or hostile; convert it to .txt if it is genuine",
+        )

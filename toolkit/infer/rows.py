@@ -39,6 +39,8 @@ def extract_file(path: str, done: frozenset[tuple[str, str]] = frozenset(), piec
         rows.append(failure_row(path, None, exc.reason, exc.fix))
     except (OSError, UnicodeDecodeError) as exc:
         rows.append(failure_row(path, None, f"cannot read: {exc}", "check the file's permissions and encoding (UTF-8)"))
+    except Exception as exc:  # noqa: BLE001 - no file may end the run: whatever a reader meets is this file's failure
+        rows.append(failure_row(path, None, f"reading failed: {type(exc).__name__}: {exc}", "report it with this file; the other files went on"))
     return rows
 
 
