@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from document_files import make_docx, make_pdf
 from typer.testing import CliRunner
 
 from toolkit.cli import app
@@ -16,47 +17,6 @@ from toolkit.evaluate.evaluation import evaluate_run
 from toolkit.infer.collection import predict_collection
 
 SAMPLE = Path(__file__).resolve().parent.parent / "toolkit" / "data" / "sample" / "clinical_dev.jsonl"
-
-
-def make_pdf(path: Path, pages: list[str]) -> Path:
-    """A PDF with one Helvetica text line per line of each page's text; an empty string makes a page
-    without a text layer (as a scan has). Written by hand so the tests need no PDF writer."""
-    n = len(pages)
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>".encode(),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
-    ]
-    for i, text in enumerate(pages):
-        escaped = [line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for line in text.split("\n")]
-        ops = ("BT /F1 11 Tf 14 TL 72 720 Td " + " ".join(f"({line}) Tj T*" for line in escaped) + " ET") if text else ""
-        stream = ops.encode("latin-1")
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>".encode())
-        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    out, offsets = b"%PDF-1.4\n", []
-    for k, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % k + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(out)
-    return path
-
-
-def make_docx(path: Path, paragraphs: list[str], table: list[list[str]] | None = None) -> Path:
-    import docx
-
-    document = docx.Document()
-    for p in paragraphs:
-        document.add_paragraph(p)
-    if table:
-        t = document.add_table(rows=len(table), cols=len(table[0]))
-        for r, row in enumerate(table):
-            for c, cell in enumerate(row):
-                t.cell(r, c).text = cell
-    document.save(str(path))
-    return path
 
 
 def _sample_texts(n: int) -> list[str]:
@@ -144,8 +104,12 @@ def test_failed_documents_are_reported_and_the_rest_go_on(tiny_mlm_run, tmp_path
     assert "no 'text'" in reasons[("records.jsonl", "line 4")]
     assert len(failures) == 6 and all(f["fix"] for f in failures)
     assert not any("no documents" in f["reason"] for f in failures)
-    # The console names each failure and the page without text.
-    assert "scan.pdf" in result.output and "no text layer on page(s) 1" in result.output
+    # stderr names each failure and the page without text, a line each; stdout holds the summary.
+    problems = result.stderr.splitlines()
+    assert any("partial.pdf: no text layer on page(s) 1;" in line for line in problems)
+    for f in failures:
+        assert sum(f["source"] in line and f["reason"] in line and f["fix"] in line for line in problems) >= 1, (f, problems)
+    assert "6 failed" in result.stdout and "failed " not in result.stdout.replace("6 failed", "")
 
 
 def test_labelstudio_preannotations_round_trip(tiny_mlm_run, tmp_path):

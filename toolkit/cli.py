@@ -249,20 +249,28 @@ def predict(
         summary = predict_collection(
             model, inputs, out, fmt, batch_size, ray, ray_actors, ray_cpus_per_actor, progress=lambda n, total: bar.update(task, total=total, advance=n)
         )
+    # The summary goes to stdout; each problem with one document goes to stderr as one unwrapped line
+    # (a path and its reason stay greppable whatever the terminal's width), so a pipe of stdout holds
+    # only the summary and every failure stays visible on the console.
     console.print(
         f"{summary['predicted']} documents predicted in {summary['seconds']} s ({summary['documents_per_second']} docs/s, {summary['engine']}); "
-        f"{summary['already_done']} already in {summary['stream']}; {summary['failed']} failed"
+        f"{summary['already_done']} already in {summary['stream']}; {summary['failed']} failed",
+        soft_wrap=True,
     )
     if summary["repaired_torn_line"]:
-        console.print(f"removed a last line cut off mid-write in {summary['stream']} (its document was predicted again)")
+        err_console.print(f"removed a last line cut off mid-write in {summary['stream']} (its document was predicted again)", soft_wrap=True)
     for source, pages in summary["pages_without_text"].items():
-        console.print(f"{source}: no text layer on page(s) {', '.join(map(str, pages))}; those pages were not read (OCR them to include them)")
+        err_console.print(
+            f"{escape(source)}: no text layer on page(s) {', '.join(map(str, pages))}; those pages were not read (OCR them to include them)", soft_wrap=True
+        )
     for failure in summary["failures"]:
         doc = f" [{failure['id']}]" if failure["id"] else ""
-        console.print(f"[red]failed[/red] {escape(failure['source'])}{escape(doc)}: {escape(failure['reason'])}. Fix: {escape(failure['fix'])}")
+        err_console.print(
+            f"[red]failed[/red] {escape(failure['source'])}{escape(doc)}: {escape(failure['reason'])}. Fix: {escape(failure['fix'])}", soft_wrap=True
+        )
     if summary["files_skipped"]:
-        console.print(f"skipped {len(summary['files_skipped'])} files of other types, e.g. {summary['files_skipped'][0]}")
-    console.print(f"wrote {out}" + (f" (failures: {summary['failures_file']})" if summary["failed"] else ""))
+        err_console.print(f"skipped {len(summary['files_skipped'])} files of other types, e.g. {escape(summary['files_skipped'][0])}", soft_wrap=True)
+    console.print(f"wrote {out}" + (f" (failures: {summary['failures_file']})" if summary["failed"] else ""), soft_wrap=True)
     raise typer.Exit(1 if summary["failed"] else 0)
 
 
