@@ -62,9 +62,12 @@ demo: install
 	$(VENV)/bin/toolkit demo
 
 # Tests run tiny models: one BLAS thread each is faster than threads fighting over few cores.
-# `make test` is the fast tier; `make test-slow` the end-to-end tier (demo main job, torchrun).
+# `make test` is the fast tier, on TEST_WORKERS processes (a test file to each, so a module's server or
+# trained run is made once); `make test-slow` the end-to-end tier (demo main job, torchrun, sustained
+# load), one test at a time since its tests time themselves and use every core.
+TEST_WORKERS ?= 2
 test: install
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m slow

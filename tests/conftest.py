@@ -26,6 +26,38 @@ OVERFIT_FIVE = [
 ]
 
 
+class _ToolkitMain:
+    """`toolkit` as its console script runs it (`toolkit.cli.main`: user errors printed, exit 1), in the
+    shape click's CliRunner invokes."""
+
+    name = "toolkit"
+
+    def main(self, args=(), prog_name=None, **extra):
+        import sys
+
+        from toolkit import cli
+
+        sys.argv = ["toolkit", *args]
+        cli.main()
+
+
+def invoke(args: list, columns: int = 80):
+    """The CLI run in this process (no interpreter start-up) as its console script runs it, on a console
+    `columns` wide as a terminal of that width shows it; returns click's Result (stdout and stderr apart)."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from toolkit import cli
+
+    widths, argv = (cli.console.width, cli.err_console.width), sys.argv
+    cli.console.width = cli.err_console.width = columns
+    try:
+        return CliRunner().invoke(_ToolkitMain(), [str(a) for a in args])
+    finally:
+        (cli.console.width, cli.err_console.width), sys.argv = widths, argv
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not (SHARED_DATA / "README.md").is_file():

@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+from conftest import invoke
+
 from toolkit.data.check import run_check
 from toolkit.data.sample import SAMPLE_FILES
 from toolkit.data.stats import TokenOffsets, distribution
@@ -96,8 +98,8 @@ def test_empty_files_are_errors(tmp_path):
     assert result.exit_code() == 1
     kinds = [(p.kind, p.file) for p in result.problems if p.severity == "error"]
     assert kinds == [("no_documents", str(empty)), ("no_documents", str(blank))]
-    cli = subprocess.run([sys.executable, "-m", "toolkit", "check", str(empty)], capture_output=True, text=True)
-    assert cli.returncode == 1 and "no documents" in cli.stdout + cli.stderr and "No problems found" not in cli.stdout
+    cli = invoke(["check", empty])
+    assert cli.exit_code == 1 and "no documents" in cli.output and "No problems found" not in cli.stdout
 
 
 def test_check_tables_fit_80_columns_without_cutting_names(tmp_path):
@@ -108,8 +110,8 @@ def test_check_tables_fit_80_columns_without_cutting_names(tmp_path):
         long_dir / "contracts_with_a_long_name.jsonl",
         [{"id": "1", "text": "Licensee may use it without limit.", "spans": [{"start": 0, "end": 8, "label": label}]}],
     )
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "check", str(f)], capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "80"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = invoke(["check", f], columns=80)
+    assert proc.exit_code == 0, proc.output
     table_lines = [line for line in proc.stdout.splitlines() if line[:1] in "┏┃┡│└"]
     assert "…" not in proc.stdout and table_lines and max(len(line) for line in table_lines) <= 80
     # Long names fold onto a second line of their cell rather than being cut.

@@ -251,7 +251,8 @@ def test_eval_and_compare_apply_the_runs_label_map(tiny_bert, tmp_path):
     assert summary["systems"]["demo_mlm"]["counts"]["gold_spans"] == metrics["counts"]["gold_spans"]
 
 
-@pytest.mark.parametrize("target", ["segments", "anchors"])
+# anchors runs in the slow tier: the fast tier keeps one compact format end to end.
+@pytest.mark.parametrize("target", ["segments", pytest.param("anchors", marks=pytest.mark.slow)])
 def test_tiny_decoder_overfits_in_the_compact_formats_with_a_selector(tiny_llama, tmp_path, target):
     """segments and anchors with constrained decoding and the window selector, end to end: training, the
     saved model (its selector beside it), scoring, and the figures the run reports about them."""

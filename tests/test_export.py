@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import REPO
+from conftest import REPO, invoke
 
 from toolkit.deploy.export import ParityBudgets, export_run
 from toolkit.errors import ToolkitError
@@ -102,22 +102,12 @@ def test_edited_artifact_fails_verification(tiny_mlm_artifact, tmp_path):
 
 
 def test_cli_export_reports_parity(tiny_mlm_run, tmp_path):
-    import subprocess
-    import sys
-
     out = tmp_path / "cli"
-    proc = subprocess.run(
-        [sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(out), "--parity-docs", "2"], capture_output=True, text=True, cwd=REPO
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "onnx_int8" in proc.stdout and "logit diff" in proc.stdout and (out / "manifest.json").is_file()
-    bad = subprocess.run(
-        [sys.executable, "-m", "toolkit", "export", str(tiny_mlm_run), "--out", str(tmp_path / "x"), "--quantize", "int4"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr + bad.stdout
+    result = invoke(["export", tiny_mlm_run, "--out", out, "--parity-docs", "2"])
+    assert result.exit_code == 0, result.output
+    assert "onnx_int8" in result.stdout and "logit diff" in result.stdout and (out / "manifest.json").is_file()
+    bad = invoke(["export", tiny_mlm_run, "--out", tmp_path / "x", "--quantize", "int4"])
+    assert bad.exit_code == 1 and "int4" in bad.stderr and "Traceback" not in bad.output
 
 
 def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):

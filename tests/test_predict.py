@@ -135,6 +135,7 @@ def test_labelstudio_preannotations_round_trip(tiny_mlm_run, tmp_path):
     assert len(problems) == len(tasks) and all("pass --predictions to read them" in p["message"] for p in problems)
 
 
+@pytest.mark.slow  # starting a local Ray instance takes most of its 15 s
 def test_ray_data_on_a_local_instance_writes_what_the_local_path_writes(tiny_mlm_run, tmp_path):
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[data]')")
     import ray

@@ -121,9 +121,9 @@ def test_text_sources_and_bad_lines(tmp_path):
     assert "bad.jsonl:2" in rendered and "x7" in rendered and "bad.jsonl:3" in rendered
 
 
-def _corpus(tmp_path):
+def _corpus(tmp_path, repeats: int = 40):
     # A short passage repeated: a tiny model can memorise it, so the drop is large and stable.
-    (tmp_path / "train.txt").write_text(" ".join(sample_texts()[:2]) * 40, encoding="utf-8")
+    (tmp_path / "train.txt").write_text(" ".join(sample_texts()[:2]) * repeats, encoding="utf-8")
 
 
 def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
@@ -160,10 +160,12 @@ def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
 def test_tiny_clm_adapts(tiny_llama, tmp_path):
     from toolkit.tasks import run_recipe
 
-    _corpus(tmp_path)
+    # A decoder memorises the passage (perplexity about 900 -> 1.0) from a few repeats; the MLM's masked
+    # tokens need the 40.
+    _corpus(tmp_path, repeats=8)
     recipe = pretrain_recipe(tiny_llama, tmp_path, task="pretrain_clm")
     result = run_recipe(recipe, tmp_path / "adapt")
-    assert result.metrics["after"]["perplexity"] < result.metrics["before"]["perplexity"] / 2
+    assert result.metrics["after"]["perplexity"] < result.metrics["before"]["perplexity"] / 10
     assert (tmp_path / "adapt" / "model" / "model.safetensors").is_file()
 
 

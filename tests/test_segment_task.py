@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, invoke
 
 from toolkit.data.schema import Span
 from toolkit.spans.segment_decoding import NO_SEGMENT, merge_segments, segment_logits, segment_targets, token_segments
@@ -116,21 +116,19 @@ def test_linear_is_a_segment_model_only():
 
 def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tiny_segment_run, tmp_path):
     import shutil
-    import subprocess
-    import sys
 
     run_dir = tmp_path / "copy"
     shutil.copytree(tiny_segment_run.run_dir, run_dir)
     meta_path = run_dir / "model" / "toolkit.json"
     meta = json.loads(meta_path.read_text())
     meta_path.write_text(json.dumps({**meta, "thresholds": [0.5] * len(meta["labels"])}))
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "tune", str(run_dir)], capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
+    proc = invoke(["tune", run_dir])
+    assert proc.exit_code == 0, proc.output
     assert json.loads(meta_path.read_text())["thresholds"] == meta["thresholds"]  # the same dev documents choose the same
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["run"]["train_seconds"] == tiny_segment_run.run["train_seconds"] and metrics["ranking"]["settings"]["curve"] == "threshold sweep"
-    bad = subprocess.run([sys.executable, "-m", "toolkit", "tune", str(REPO / "recipes")], capture_output=True, text=True, cwd=REPO)
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    bad = invoke(["tune", REPO / "recipes"])
+    assert bad.exit_code == 1 and "error:" in bad.stderr and "Traceback" not in bad.output
 
 
 def test_hard_negatives_are_the_clause_free_windows_that_fire_highest_first():

@@ -2,10 +2,9 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
-from conftest import OVERFIT_FIVE, REPO
+from conftest import OVERFIT_FIVE, REPO, invoke
 
 from toolkit.config import load_recipe
 from toolkit.evaluate.evaluation import evaluate_run
@@ -76,17 +75,17 @@ def test_lora_trains_few_parameters_and_saves_a_merged_model(tiny_bert, tmp_path
 
 
 def test_cli_run_dry_run_and_errors(tiny_bert, tmp_path):
-    args = [sys.executable, "-m", "toolkit", "run", str(REPO / "recipes" / "demo_mlm.yaml"), f"model.name={tiny_bert}", f"output_dir={tmp_path}"]
-    proc = subprocess.run([*args, "--dry-run"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    args = ["run", REPO / "recipes" / "demo_mlm.yaml", f"model.name={tiny_bert}", f"output_dir={tmp_path}"]
+    proc = invoke([*args, "--dry-run"])
+    assert proc.exit_code == 0, proc.output
     plan = json.loads(proc.stdout)
     assert plan["labels"] == ["Confidentiality", "Governing Law", "Limitation of Liability", "Notice Period", "Parties", "Payment Terms", "Termination"]
     assert plan["train"]["spans_not_representable"] == 0  # multi_label holds the nested notice periods
     assert not (tmp_path / "demo_mlm").exists()
-    proc = subprocess.run([*args, "train.learnin_rate=1", "--dry-run"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1 and "train.learnin_rate" in proc.stderr and "Traceback" not in proc.stderr
-    proc = subprocess.run([*args, "data.train=missing.jsonl", "--dry-run"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1 and "missing.jsonl" in proc.stderr and "Traceback" not in proc.stderr
+    proc = invoke([*args, "train.learnin_rate=1", "--dry-run"])
+    assert proc.exit_code == 1 and "train.learnin_rate" in proc.stderr and "Traceback" not in proc.output
+    proc = invoke([*args, "data.train=missing.jsonl", "--dry-run"])
+    assert proc.exit_code == 1 and "missing.jsonl" in proc.stderr and "Traceback" not in proc.output
 
 
 def test_prefer_bf16_follows_the_hardware(monkeypatch):
