@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolkit.evaluate.metrics import score  # noqa: E402
-from toolkit.hardware import describe  # noqa: E402
+from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.infer.generator import SpanGenerator  # noqa: E402
 from toolkit.rundir import open_run, records_for  # noqa: E402
 
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--max-docs", type=int, default=None)
     parser.add_argument("--modes", default="constrained-fp32,constrained-bf16,free-fp32,free-bf16")
     args = parser.parse_args()
-    machine = describe()
+    machine = benchmark_header()
     run = open_run(args.run)
     gen = SpanGenerator.load(run)
     records = records_for(run, args.data, args.max_docs)

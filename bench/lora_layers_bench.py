@@ -18,6 +18,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
+from toolkit.hardware import benchmark_header
 from toolkit.pretrained import default_decoder
 
 VARIANTS = [(None, False), (None, True), (10, False), (10, True), (15, False), (15, True)]
@@ -30,6 +31,7 @@ def main() -> None:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     print(next((line for line in lscpu.splitlines() if line.startswith("Model name")), platform.processor()))
     print(next((line for line in lscpu.splitlines() if line.startswith("Flags")), ""))
+    benchmark_header()
     torch.manual_seed(0)
     path = default_decoder()
     x = torch.randint(0, 49_000, (4, 350))

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from toolkit.config import load_recipe  # noqa: E402
+from toolkit.hardware import benchmark_header  # noqa: E402
 
 KEYS = ["span_precision", "span_recall", "span_f1", "seqeval_f1", "jaccard_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall"]
 
@@ -144,9 +145,12 @@ def main() -> None:
     recipe = load_recipe(recipe_path, overrides)
     out_dir = REPO / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
+    machine = benchmark_header()
     started = time.perf_counter()
     result = run_toolkit(recipe, out_dir) if variant == "toolkit" else run_baseline(recipe, out_dir)
-    result.update({"variant": variant, "recipe": recipe_path, "overrides": overrides, "wall_seconds": round(time.perf_counter() - started, 1)})
+    result.update(
+        {"variant": variant, "recipe": recipe_path, "overrides": overrides, "wall_seconds": round(time.perf_counter() - started, 1), "machine": machine}
+    )
     (out_dir / f"{Path(recipe_path).stem}_{variant}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     print(json.dumps({"variant": variant, **{k: result["summary"][k] for k in KEYS}, **result["run"]}))
 

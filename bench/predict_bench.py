@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolkit.hardware import describe  # noqa: E402
+from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.infer.collection import PredictionSink, predict_collection  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     print(lscpu())
-    hardware = describe()
+    hardware = benchmark_header()
     documents = sum(1 for line in args.data.read_text().splitlines() if line.strip())
     results, reference = {}, None
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolkit.deploy.export import parity_documents  # noqa: E402
 from toolkit.evaluate.metrics import score  # noqa: E402
+from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.infer import load_predictor  # noqa: E402
 from toolkit.rundir import ONNX_FILE, open_run, records_for  # noqa: E402
 
@@ -107,6 +108,7 @@ def main() -> None:
     print(subprocess.run(["lscpu"], capture_output=True, text=True).stdout.split("Flags")[0].strip().splitlines()[0:1], platform.processor())
     flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     print("flags:", " ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8") if f" {f}" in flags), flush=True)
+    benchmark_header()
     run = open_run(args.artifact)
     records, _ = parity_documents(run, None, args.docs)
     texts, golds = [r.text for r in records], [r.spans for r in records]

@@ -238,6 +238,9 @@ def main() -> None:
     ap.add_argument("--constrained", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
+    from toolkit.hardware import benchmark_header
+
+    machine = benchmark_header()
     if args.mode == "models":
         result = bench_models(args.run, args.data, args.max_docs, args.repeat)
     elif args.mode == "service":
@@ -245,6 +248,7 @@ def main() -> None:
     else:
         result = bench_clm(args.run, args.max_docs or 8, args.constrained)
     result["command"] = " ".join(sys.argv)
+    result["machine"] = machine
     (RESULTS / f"serve_{args.mode}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
 

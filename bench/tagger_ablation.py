@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score  # noqa: E402
-from toolkit.hardware import describe  # noqa: E402
+from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.infer.tagger import Tagger  # noqa: E402
 from toolkit.rundir import open_run, records_for  # noqa: E402
 from toolkit.tasks.optimization import average_checkpoints, last_checkpoints  # noqa: E402
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    machine = describe()
+    machine = benchmark_header()
     run = open_run(args.run)
     records = records_for(run, args.data)
     texts, golds = [r.text for r in records], [r.spans for r in records]

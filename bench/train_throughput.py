@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolkit.config import load_recipe  # noqa: E402
+from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.tasks import flow_for  # noqa: E402
 
 
@@ -44,6 +45,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from serve_bench import cpu_line
 
+    machine = benchmark_header()
     recipe = load_recipe(args.recipe, args.overrides)
     flow = flow_for(recipe.task)
     set_seed(recipe.seed)
@@ -88,6 +90,7 @@ def main() -> None:
         json.dumps(
             {
                 "cpu": cpu_line(),
+                "conditions": machine["conditions"],
                 "recipe": str(args.recipe),
                 "overrides": args.overrides,
                 "bf16": bool(trainer.args.bf16),

@@ -365,6 +365,10 @@ def export_(
     manifest = export_run(run_path, out, quantize or precision, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite)
     p, hw = manifest["parity"], manifest["hardware"]
     console.print(f"{hw['cpu']} ({' '.join(hw['cpu_flags']) or 'no AVX2'}); {p['documents']} parity documents, PyTorch fp32 span F1 {p['pytorch_span_f1']:.4f}")
+    c = manifest["conditions"]
+    console.print(f"timed with {c['threads']} thread(s) of {c['cores']} cores; load average {c['load_average']}, others busy {c['others_busy_cores']} cores")
+    if c["warning"]:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(c['warning'])}", soft_wrap=True)
     console.print(export_table(manifest))
     console.print(f"wrote {out} ({manifest['path']}, {len(manifest['files'])} files, manifest.json)")
 

@@ -23,12 +23,14 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from toolkit.data.check import render_check, run_check
 from toolkit.data.importers import EXPORT_FORMATS, run_export, run_import
 from toolkit.data.sample import SAMPLE_FILES
 from toolkit.data.schema import SpanRecord
+from toolkit.hardware import measure_conditions
 from toolkit.pretrained import default_encoder
 from toolkit.recipes import RECIPES_DIR  # shipped in the package: the demo runs from a wheel too
 
@@ -142,6 +144,8 @@ def serve_demo(run: Path, workdir: Path, console: Console) -> None:
     measured = ", ".join(f"{name} {p[name]['span_f1']:.3f} ({f['docs_per_second']} docs/s)" for name, f in manifest["paths"].items() if "skipped" not in f)
     console.print(f"Span F1 on {p['documents']} dev documents: PyTorch fp32 {p['pytorch_span_f1']:.3f}; {measured}")
     console.print(f"Exported {artifact}: {manifest['path']}")
+    if manifest["conditions"]["warning"]:
+        console.print(f"[yellow]warning:[/yellow] {escape(manifest['conditions']['warning'])}")
     with Server(artifact, port=free_port(), log=workdir / "serve.log") as server:
         console.print(f"Service ready at {server.url} (log: {workdir / 'serve.log'})")
         console.print(f"POST /extract {json.dumps({'text': DEMO_REQUEST})}")
@@ -159,6 +163,10 @@ def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None
         stages[stage] = time.perf_counter() - started - sum(stages.values())
 
     workdir.mkdir(parents=True, exist_ok=True)
+    # The stage times printed at the end are only this machine's if nothing else is using its cores.
+    conditions = measure_conditions()
+    if conditions["warning"]:
+        console.print(f"[yellow]warning:[/yellow] {escape(conditions['warning'])}")
     tokenizer = default_encoder()
     status = 0
     for domain, paths in SAMPLE_FILES.items():
@@ -187,4 +195,6 @@ def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None
     lap("export and serve")
     console.print(f"Outputs under {workdir}")
     console.print(f"Demo finished in {sum(stages.values()):.0f} s: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in stages.items()))
+    if conditions["warning"]:
+        console.print("[yellow]These times were measured while other processes used the cores (warning at the start).[/yellow]")
     return status

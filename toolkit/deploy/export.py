@@ -271,7 +271,7 @@ def export_run(
     one document at a time, and the fastest within budget is kept. The manifest records every path's
     parity and speed (or why it was skipped) and which one was chosen."""
     from toolkit import __version__
-    from toolkit.hardware import describe
+    from toolkit.hardware import describe, fit_threads, measure_conditions
 
     requested = resolve_path(precision)
     out = Path(out)
@@ -284,6 +284,10 @@ def export_run(
     if out.exists() and not overwrite:
         raise ToolkitError(f"{out} already exists", fix="pass --overwrite, or choose another --out")
     hardware = describe()
+    # Timings of paths are only comparable on cores nothing else is using: measure the load first, and
+    # time with the threads the free cores allow (the manifest records both; the CLI prints the warning).
+    conditions = measure_conditions()
+    fit_threads(conditions)
     model_type = json.loads((run.model_dir / "config.json").read_text()).get("model_type", "unknown")
     skipped = {name: why for name in PATHS if (why := unavailable(name, task, hardware, model_type))}
     if requested != "auto" and requested in skipped:
@@ -356,6 +360,7 @@ def export_run(
                 "parity": parity,
                 "budgets": asdict(budgets),
                 "hardware": hardware,
+                "conditions": conditions,
                 "paths": paths,
                 "throughput": _throughput(predictors[chosen], texts),
                 "export_seconds": round(time.perf_counter() - started, 1),

@@ -23,10 +23,24 @@ def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) 
 
         ort_class = {"AutoModelForTokenClassification": "ORTModelForTokenClassification", "AutoModelForCausalLM": "ORTModelForCausalLM"}[auto_class]
         # The ONNX graph is the model here: read its own config, never re-export.
-        model = getattr(ort_models, ort_class).from_pretrained(directory, file_name=ONNX_FILE, provider="CPUExecutionProvider")
+        model = getattr(ort_models, ort_class).from_pretrained(
+            directory, file_name=ONNX_FILE, provider="CPUExecutionProvider", session_options=_session_options()
+        )
         return model, load_tokenizer(str(directory)), meta, "cpu"
     import transformers
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = getattr(transformers, auto_class).from_pretrained(directory).to(device)
     return model, load_tokenizer(str(directory)), meta, device
+
+
+def _session_options():
+    """ONNX Runtime's options: the thread count set by `hardware.set_inference_threads`, else its default."""
+    import onnxruntime
+
+    from toolkit.hardware import inference_threads
+
+    options = onnxruntime.SessionOptions()
+    if inference_threads():
+        options.intra_op_num_threads = inference_threads()
+    return options
