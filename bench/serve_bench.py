@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/serve_bench.py models  RUN  --data DEV.jsonl     # latency, docs/s, span F1 per variant
     .venv/bin/python bench/serve_bench.py service RUN  --data DEV.jsonl     # 1/8/32/64 closed-loop clients; answers vs single requests
+        [--seconds 1200] [--model-threads 1 2] [--batch 32]                 # a soak; thread counts; docs/s against in-process batching
+    .venv/bin/python bench/serve_bench.py stop    RUN  --data DEV.jsonl     # SIGTERM to `toolkit serve`, idle and under load, --tries 10
     .venv/bin/python bench/serve_bench.py clm     RUN                       # decoding tokens/s, PyTorch vs ONNX
 
 Artifacts are exported (parity-gated) under bench/results/artifacts/<run>-{fp32,int8} and reused.
@@ -132,61 +134,190 @@ def tree_rss_mib(pid: int) -> float:
     return round(sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20, 1)
 
 
-def bench_service(run: Path, data: str, requests_per_client: int, clients: list[int], precision: str) -> dict:
-    """Closed-loop clients, each sending `requests_per_client` single-document requests to the service at
-    its default settings (adaptive batching on). Every answer is compared with the same document sent alone."""
+def in_process_docs_per_s(art: Path, texts: list[str], batch: int, threads: int) -> float:
+    """The same model's batched speed without the service: the artifact's predictor on the same
+    documents, `batch` at a time, with the service's thread count (the ceiling the service is held to)."""
+    import torch
+
+    from toolkit.hardware import set_inference_threads
+    from toolkit.infer import load_predictor
+
+    torch.set_num_threads(threads)
+    set_inference_threads(threads)
+    predictor = load_predictor(art)
+    predictor.predict(texts[:batch])  # warm-up
+    started = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        predictor.predict(texts[i : i + batch])
+    return round(len(texts) / (time.perf_counter() - started), 2)
+
+
+def _load(server, texts: list[str], single: dict, n: int, requests_per_client: int, seconds: float | None) -> dict:
+    """`n` closed-loop clients, each sending single-document requests until it has sent
+    `requests_per_client` or `seconds` have passed; every answer compared with the single-request one."""
+    examples: dict[str, str] = {}  # the first answer of each error status: what went wrong
+    deadline = time.perf_counter() + seconds if seconds else None
+
+    def client(k: int) -> list[tuple[int | str, float, bool]]:
+        got, i = [], 0
+        while (i < requests_per_client) if deadline is None else (time.perf_counter() < deadline):
+            text = texts[(k * 7919 + i) % len(texts)]
+            i += 1
+            t = time.perf_counter()
+            try:
+                status, body = server.post("/extract", {"text": text})
+            except OSError as exc:  # a timeout or a dropped connection is an error to count, not a crash
+                status, body = f"{type(exc).__name__}", {}
+            if status != 200:
+                examples.setdefault(str(status), json.dumps(body)[:300])
+            got.append((status, time.perf_counter() - t, status == 200 and body["spans"] == single[text]))
+        return got
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(n) as pool:
+        results = [x for chunk in pool.map(client, range(n)) for x in chunk]
+    wall = time.perf_counter() - started
+    ok = [s for status, s, _ in results if status == 200]
+    statuses: dict[str, int] = {}
+    for status, _, _ in results:
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+    return {
+        "clients": n,
+        "seconds": round(wall, 1),
+        "requests": len(results),
+        "errors": len(results) - len(ok),
+        "statuses": statuses,
+        "error_examples": examples,
+        "answers_equal_single": sum(same for *_, same in results),
+        "docs_per_s": round(len(ok) / wall, 2),
+        "p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
+        "p95_ms": round(1000 * percentile(ok, 95), 1) if ok else None,
+        "p99_ms": round(1000 * percentile(ok, 99), 1) if ok else None,
+    }
+
+
+def _log_counts(log: Path) -> dict:
+    """Model calls and request ids in the service log: every answered request appears in one batch line."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    batches = [line for line in text.splitlines() if "batch of " in line]
+    in_batches = sum(int(line.split("batch of ")[1].split(" ")[0]) for line in batches)
+    return {"model_calls": len(batches), "requests_in_model_calls": in_batches, "tracebacks": text.count("Traceback"), "warnings": text.count("WARNING")}
+
+
+def bench_service(
+    run: Path, data: str, requests_per_client: int, clients: list[int], precision: str, seconds: float | None, threads: list[int], batch: int
+) -> dict:
+    """Closed-loop clients against the service (in-process batching at `batch` documents per model
+    call), for each model thread count; each load's docs/s against the same model's in-process batched
+    docs/s on the same documents, measured in the same run."""
     from toolkit.data.records import load_records
     from toolkit.deploy.launch import Server, free_port
 
     art = artifact(run, precision)
     texts = [r.text for r in load_records(data)]
-    out: dict = {"artifact": str(art), "requests_per_client": requests_per_client, "documents": len(texts), "cpu": cpu_line()}
-    with Server(art, port=free_port(), log=RESULTS / f"serve_{precision}.log") as server:
-        single = {}
-        for t in texts:  # one at a time: the reference answers (and the dispatcher's warm-up)
-            status, body = server.post("/extract", {"text": t})
-            assert status == 200, body
-            single[t] = body["spans"]
-        for n in clients:
-            examples: dict[str, str] = {}  # the first answer of each error status: what went wrong
+    out: dict = {"artifact": str(art), "requests_per_client": requests_per_client, "seconds_per_load": seconds, "documents": len(texts), "cpu": cpu_line()}
+    for n_threads in threads:
+        ceiling = in_process_docs_per_s(art, texts, batch, n_threads)
+        log = RESULTS / f"serve_{precision}_threads{n_threads}.log"
+        with Server(art, port=free_port(), log=log, max_batch_size=batch, model_threads=n_threads) as server:
+            single = {}
+            for t in texts:  # one at a time: the reference answers
+                status, body = server.post("/extract", {"text": t})
+                assert status == 200, body
+                single[t] = body["spans"]
+            for n in clients:
+                before = _log_counts(log)
+                row = _load(server, texts, single, n, requests_per_client, seconds)
+                after = _log_counts(log)
+                row.update(
+                    {
+                        "model_threads": n_threads,
+                        "in_process_docs_per_s": ceiling,
+                        "vs_in_process": round(row["docs_per_s"] / ceiling, 3),
+                        "model_calls": after["model_calls"] - before["model_calls"],
+                        "requests_in_model_calls": after["requests_in_model_calls"] - before["requests_in_model_calls"],
+                        "log_tracebacks": after["tracebacks"],
+                        "server_rss_mib": tree_rss_mib(server.process.pid),
+                    }
+                )
+                out[f"threads_{n_threads}_clients_{n}"] = row
+                print(precision, json.dumps(row), flush=True)
+    return out
 
-            def client(k: int, examples: dict[str, str] = examples) -> list[tuple[int, float, bool]]:
-                got = []
-                for i in range(requests_per_client):
-                    text = texts[(k * requests_per_client + i) % len(texts)]
-                    t = time.perf_counter()
+
+def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -> dict:
+    """`toolkit serve` stopped by SIGTERM, idle and under load: seconds until every process of its tree
+    is gone and the port is free, and what the clients in flight got."""
+    import signal
+    import socket
+    import subprocess
+    import threading
+    import urllib.request
+
+    import psutil
+
+    from toolkit.data.records import load_records
+    from toolkit.deploy.launch import free_port
+
+    art = artifact(run, precision)
+    texts = [r.text for r in load_records(data)]
+    out: dict = {"artifact": str(art), "tries": tries, "clients": clients}
+    for loaded in (False, True):
+        times, in_flight = [], {}
+        for _ in range(tries):
+            port = free_port()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "toolkit", "serve", str(art), "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                try:
+                    if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
+                        break
+                except OSError:
+                    time.sleep(0.3)
+            stop, threads = threading.Event(), []
+            if loaded:
+                url = f"http://127.0.0.1:{port}"
+
+                def client(k: int, stop=stop, url=url, in_flight=in_flight) -> None:
+                    i = 0
+                    while not stop.is_set():
+                        req = urllib.request.Request(url + "/extract", data=json.dumps({"text": texts[(k + i) % len(texts)]}).encode())
+                        req.add_header("Content-Type", "application/json")
+                        try:
+                            with urllib.request.urlopen(req, timeout=30) as resp:
+                                key = str(resp.status)
+                        except urllib.error.HTTPError as exc:
+                            key = str(exc.code)
+                        except OSError as exc:
+                            key = type(getattr(exc, "reason", exc)).__name__
+                        in_flight[key] = in_flight.get(key, 0) + 1
+                        i += 1
+
+                threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+                for t in threads:
+                    t.start()
+                time.sleep(3)
+            family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            psutil.wait_procs(family, timeout=60)
+            while True:  # the port is free once nothing listens on it
+                with socket.socket() as sock:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     try:
-                        status, body = server.post("/extract", {"text": text})
-                    except OSError as exc:  # a timeout or a dropped connection is an error to count, not a crash
-                        status, body = f"{type(exc).__name__}", {}
-                    if status != 200:
-                        examples.setdefault(str(status), json.dumps(body)[:300])
-                    got.append((status, time.perf_counter() - t, status == 200 and body["spans"] == single[text]))
-                return got
-
-            started = time.perf_counter()
-            with ThreadPoolExecutor(n) as pool:
-                results = [x for chunk in pool.map(client, range(n)) for x in chunk]
-            wall = time.perf_counter() - started
-            ok = [s for status, s, _ in results if status == 200]
-            statuses: dict[str, int] = {}
-            for status, _, _ in results:
-                statuses[str(status)] = statuses.get(str(status), 0) + 1
-            row = {
-                "clients": n,
-                "requests": len(results),
-                "errors": len(results) - len(ok),
-                "statuses": statuses,
-                "error_examples": examples,
-                "answers_equal_single": sum(same for *_, same in results),
-                "docs_per_s": round(len(ok) / wall, 2),
-                "p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
-                "p95_ms": round(1000 * percentile(ok, 95), 1) if ok else None,
-                "p99_ms": round(1000 * percentile(ok, 99), 1) if ok else None,
-                "server_rss_mib": tree_rss_mib(server.process.pid),
-            }
-            out[f"clients_{n}"] = row
-            print(precision, json.dumps(row), flush=True)
+                        sock.bind(("127.0.0.1", port))
+                        break
+                    except OSError:
+                        time.sleep(0.05)
+            times.append(round(time.monotonic() - started, 2))
+            stop.set()
+            for t in threads:
+                t.join()
+        key = "under_load" if loaded else "idle"
+        out[key] = {"seconds": times, "max_seconds": max(times), "median_seconds": statistics.median(times), "client_outcomes": in_flight}
+        print(key, json.dumps(out[key]), flush=True)
     return out
 
 
@@ -227,13 +358,17 @@ def bench_clm(run: Path, max_docs: int, constrained: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["models", "service", "clm"])
+    ap.add_argument("mode", choices=["models", "service", "clm", "stop"])
     ap.add_argument("run", type=Path)
     ap.add_argument("--data", default=None)
     ap.add_argument("--max-docs", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests-per-client", type=int, default=10)
+    ap.add_argument("--seconds", type=float, default=None, help="service: each load runs this long (a soak) instead of a request count")
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
+    ap.add_argument("--model-threads", type=int, nargs="+", default=[1], help="service: the model's intra-op threads, one service per value")
+    ap.add_argument("--batch", type=int, default=32, help="service: documents per model call (the service's --max-batch-size)")
+    ap.add_argument("--tries", type=int, default=10, help="stop: SIGTERMs idle and under load")
     ap.add_argument("--precision", default="int8", choices=["fp32", "int8", "bf16", "fused", "pytorch", "auto"])
     ap.add_argument("--constrained", action="store_true")
     args = ap.parse_args()
@@ -244,7 +379,9 @@ def main() -> None:
     if args.mode == "models":
         result = bench_models(args.run, args.data, args.max_docs, args.repeat)
     elif args.mode == "service":
-        result = bench_service(args.run, args.data, args.requests_per_client, args.clients, args.precision)
+        result = bench_service(args.run, args.data, args.requests_per_client, args.clients, args.precision, args.seconds, args.model_threads, args.batch)
+    elif args.mode == "stop":
+        result = bench_stop(args.run, args.data, args.precision, args.tries, max(args.clients))
     else:
         result = bench_clm(args.run, args.max_docs or 8, args.constrained)
     result["command"] = " ".join(sys.argv)

@@ -5,4 +5,4 @@ and this bento run one implementation. Settings come from environment variables;
 TOOLKIT_ARTIFACT names the artifact directory made by `toolkit export`.
 """
 
-from toolkit.deploy.serving import Extraction, ExtractionModel  # noqa: F401  (BentoML finds the services here)
+from toolkit.deploy.serving import Extraction  # noqa: F401  (BentoML finds the service here)

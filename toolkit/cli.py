@@ -378,16 +378,17 @@ def serve(
     artifact: Annotated[Path, typer.Argument(metavar="DIR", help="Artifact directory made by `toolkit export`.")],
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 3000,
-    max_batch_size: Annotated[int, typer.Option(help="Adaptive batching: most documents per model call (1 turns batching off).")] = 32,
+    max_batch_size: Annotated[int, typer.Option(help="Batching: most documents per model call (1 turns batching off).")] = 32,
     max_queue_seconds: Annotated[
         float, typer.Option(help="Admission bound: work waiting for the model, in seconds at the throughput measured at export; past it 503 + Retry-After.")
     ] = 30.0,
-    max_latency_ms: Annotated[int | None, typer.Option(help="BentoML's dispatcher cancel threshold (default: twice the admission bound).")] = None,
+    model_threads: Annotated[int | None, typer.Option(help="The model's intra-op threads (default 1: the request loop shares the cores).")] = None,
 ) -> None:
-    """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics)."""
+    """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics). SIGTERM or Ctrl-C stops it within seconds."""
     from toolkit.deploy.launch import serve_artifact
 
-    serve_artifact(artifact, host, port, max_batch_size, max_latency_ms, max_queue_seconds=max_queue_seconds)
+    limits = {"max_queue_seconds": max_queue_seconds, **({"model_threads": model_threads} if model_threads else {})}
+    serve_artifact(artifact, host, port, max_batch_size, **limits)
 
 
 @app.command()

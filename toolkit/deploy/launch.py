@@ -24,10 +24,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int | None = None, **limits: int | float | str) -> dict[str, str]:
+def service_env(artifact: Path, max_batch_size: int = 32, **limits: int | float | str) -> dict[str, str]:
     """The environment the service module reads its settings from (see toolkit.deploy.serving)."""
     # A cheap check here, so a wrong path fails with its fix rather than inside a worker;
-    # the model service verifies every file's sha256 when it loads the artifact.
+    # the service verifies every file's sha256 when it loads the artifact.
     if not (Path(artifact) / MANIFEST).is_file():
         raise ToolkitError(f"{artifact}: no {MANIFEST}", fix="pass a directory made by `toolkit export`")
     env = {
@@ -35,34 +35,49 @@ def service_env(artifact: Path, max_batch_size: int = 32, max_latency_ms: int | 
         "TOOLKIT_ARTIFACT": str(Path(artifact).resolve()),
         "TOOLKIT_MAX_BATCH_SIZE": str(max_batch_size),
     }
-    if max_latency_ms:
-        env["TOOLKIT_MAX_LATENCY_MS"] = str(max_latency_ms)
     env.update({f"TOOLKIT_{k.upper()}": str(v) for k, v in limits.items()})
     return env
 
 
+# Seconds uvicorn gives requests in flight once asked to stop; what is left is then cut off. Together
+# with the arbiter stopping its worker, the service is gone within STOP_GRACE.
+GRACEFUL_SHUTDOWN_S = 2
+STOP_GRACE_S = 5.0
+
+
 def serve_command(host: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "bentoml", "serve", "toolkit.deploy.serving:Extraction", "--host", host, "--port", str(port)]
+    return [
+        sys.executable,
+        "-m",
+        "bentoml",
+        "serve",
+        "toolkit.deploy.serving:Extraction",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--timeout-graceful-shutdown",
+        str(GRACEFUL_SHUTDOWN_S),
+    ]
 
 
-def stop_process_tree(process: subprocess.Popen, timeout: float = 30.0) -> None:
-    """Stop a process and everything it started: SIGTERM to all, SIGKILL to what outlives `timeout`.
+def stop_process_tree(process: subprocess.Popen, grace: float = STOP_GRACE_S) -> float:
+    """Stop `bentoml serve` and everything it started; returns the seconds it took.
 
-    BentoML's workers are grandchildren that can outlive their parent (they were left holding the
-    port when only the group leader was waited for), so every descendant is collected first."""
+    SIGTERM goes to the arbiter alone, which stops its workers in order (signalling every process at
+    once raced the arbiter's own stop and respawn); whatever is still running after `grace` seconds, the
+    arbiter included, gets SIGKILL. The descendants are listed first, because BentoML's workers can
+    outlive their parent (they were left holding the port when only the arbiter was waited for)."""
     import psutil
 
+    started, family = time.monotonic(), []
     try:
         root = psutil.Process(process.pid)
         family = [root, *root.children(recursive=True)]
+        root.terminate()
     except psutil.NoSuchProcess:
-        family = []
-    for p in family:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(family, timeout=timeout)
+        pass  # already gone; any descendants listed are still stopped below
+    _, alive = psutil.wait_procs(family, timeout=grace)
     for p in alive:
         try:
             p.kill()
@@ -73,13 +88,14 @@ def stop_process_tree(process: subprocess.Popen, timeout: float = 30.0) -> None:
         process.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
+    return time.monotonic() - started
 
 
-def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, max_latency_ms: int | None, **limits: int | float | str) -> None:
-    """Serve in the foreground until interrupted; SIGTERM or SIGINT stops the whole process tree."""
+def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, **limits: int | float | str) -> None:
+    """Serve in the foreground until interrupted; SIGTERM or SIGINT stops the whole process tree within seconds."""
     import signal
 
-    env = service_env(artifact, max_batch_size, max_latency_ms, **limits)
+    env = service_env(artifact, max_batch_size, **limits)
     child = subprocess.Popen(serve_command(host, port), env=env, start_new_session=True)
 
     def stop(signum, frame):
@@ -102,13 +118,12 @@ class Server:
         port: int = 3000,
         host: str = "127.0.0.1",
         max_batch_size: int = 32,
-        max_latency_ms: int | None = None,
         startup_timeout: float = 180.0,
         log: Path | None = None,
         **limits: int | float | str,
     ):
         self.url = f"http://{host}:{port}"
-        self.env = service_env(artifact, max_batch_size, max_latency_ms, **limits)
+        self.env = service_env(artifact, max_batch_size, **limits)
         self.command = serve_command(host, port)
         self.startup_timeout = startup_timeout
         self.log_path = log
@@ -138,10 +153,7 @@ class Server:
 
     def __exit__(self, *exc) -> None:
         if self.process is not None:
-            # A short grace: nothing is in flight when the demo, a test or a benchmark leaves, and
-            # BentoML's API worker did not exit on SIGTERM (or SIGINT) within 35 s even when idle,
-            # so the default 30 s was spent waiting every time. `toolkit serve` keeps the full grace.
-            stop_process_tree(self.process, timeout=5.0)
+            self.stop_seconds = stop_process_tree(self.process)
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 120) -> tuple[int, bytes]:
         req = urllib.request.Request(self.url + path, data=body, method=method, headers={"Content-Type": "application/json", **(headers or {})})

@@ -1,37 +1,47 @@
 """The BentoML extraction service over an exported artifact.
 
-Two services, the BentoML way to batch across requests: `Extraction` (the public API:
-validation, limits, auth, label filter) calls `ExtractionModel.tag`, a batchable API, so
-BentoML's adaptive batcher merges documents from concurrent requests into one model call
-(up to max batch size, within the latency budget). Inside a call, windows are sorted by
-length before batching (length bucketing). The model call is `Tagger.predict` /
-`SpanGenerator.predict`: the same windowing, decoding and offset code `toolkit eval` scores.
+One BentoML service, `Extraction`, in one worker process: its API (validation, limits, auth, label
+filter) hands documents to an in-process batcher (`toolkit.deploy.batcher`): one FIFO and one model
+thread that runs whole waiting requests as one model call, while the event loop keeps accepting. No
+internal HTTP hop, so nothing between the API and the model can drop or duplicate a call. Inside a
+call, windows are sorted by length before batching (length bucketing). The model call is
+`Tagger.predict` / `SpanGenerator.predict`: the same windowing, decoding and offset code `toolkit eval`
+scores.
 
-Settings come from environment variables (read when the module is imported, in every
-worker): TOOLKIT_ARTIFACT (required), TOOLKIT_MAX_BATCH_SIZE (1 turns batching off),
-TOOLKIT_MAX_LATENCY_MS, TOOLKIT_MAX_QUEUE_SECONDS, TOOLKIT_MAX_QUEUE_CHARS, TOOLKIT_MAX_BODY_BYTES,
-TOOLKIT_MAX_DOC_CHARS, TOOLKIT_MAX_TEXTS,
-TOOLKIT_API_KEY (when set, requests need header `X-API-Key: <key>` or
-`Authorization: Bearer <key>`), TOOLKIT_MODEL_BATCH (windows per forward pass).
+Settings come from environment variables (read when the module is imported): TOOLKIT_ARTIFACT
+(required), TOOLKIT_MAX_BATCH_SIZE (documents per model call; 1 turns batching off),
+TOOLKIT_MAX_QUEUE_SECONDS, TOOLKIT_MAX_QUEUE_CHARS, TOOLKIT_MAX_BODY_BYTES, TOOLKIT_MAX_DOC_CHARS,
+TOOLKIT_MAX_TEXTS, TOOLKIT_API_KEY (when set, requests need header `X-API-Key: <key>` or
+`Authorization: Bearer <key>`), TOOLKIT_MODEL_BATCH (windows per forward pass), TOOLKIT_MODEL_THREADS
+(the model's intra-op threads).
+
+Every request gets an id (the client's `X-Request-ID` when it sends a short one, else a new one),
+returned in the `X-Request-ID` header and written in the request's log line and its batch's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import hmac
 import json
+import logging
 import math
 import os
+import re
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import bentoml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
-from toolkit.deploy.resubmit import answer_deadline, answer_with_resubmits
+from toolkit.deploy.batcher import ModelBatcher
 from toolkit.infer import load_predictor
 from toolkit.rundir import MANIFEST as MANIFEST_FILE
 from toolkit.rundir import read_manifest, verify_artifact, weights_file
@@ -41,18 +51,24 @@ PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8")
 OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/metrics", "/docs", "/docs.json")
 
 
+log = logging.getLogger("toolkit.serve")
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+# A client's own id is kept when it is short and plain (it goes into log lines and a header).
+CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
 class ServeSettings(BaseModel):
     artifact: Path
     max_batch_size: int = Field(default=32, ge=1)
-    # BentoML's batch dispatcher cancels a queued call once its latency estimate passes this. Default:
-    # twice the admission bound, so a call admitted under the bound is not cancelled.
-    max_latency_ms: int | None = Field(default=None, ge=1)
     max_queue_seconds: float = Field(default=30.0, gt=0)
     max_queue_chars: int | None = Field(default=None, ge=1)
     max_body_bytes: int = Field(default=4 * 2**20, ge=1)
     max_doc_chars: int = Field(default=500_000, ge=1)
     max_texts: int = Field(default=64, ge=1)
     model_batch: int = Field(default=16, ge=1)
+    # The model's intra-op threads; None: 1. The event loop shares the cores with the model, and OpenMP
+    # threads that wait on a busy core cost milliseconds per operator (docs/benchmarks.md, "Issue 26").
+    model_threads: int | None = Field(default=None, ge=1)
     api_key: str | None = None
 
     @classmethod
@@ -68,10 +84,6 @@ class ServeSettings(BaseModel):
             if env.get(f"TOOLKIT_{name.upper()}"):
                 values[name] = env[f"TOOLKIT_{name.upper()}"]
         return cls(**values)
-
-    @property
-    def dispatcher_latency_ms(self) -> int:
-        return self.max_latency_ms or int(2_000 * self.max_queue_seconds)
 
 
 # Without a measured throughput (artifacts exported before it was recorded) the bound assumes this.
@@ -111,11 +123,42 @@ class AdmissionQueue:
 
 
 def error(status: int, message: str, fix: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
-    """Every error the service answers is JSON: {"error": ..., "fix": ...}."""
+    """Every error the service answers is JSON: {"error": ..., "fix": ...}; each is logged on one line."""
+    log.log(logging.WARNING if status >= 500 else logging.INFO, "request %s rejected %d: %s", REQUEST_ID.get(), status, message)
     body: dict[str, Any] = {"error": message, **extra}
     if fix:
         body["fix"] = fix
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+class ExtractRequest(BaseModel):
+    """The body of POST /extract; the API method below declares the same fields."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = None
+    texts: list[str] | None = None
+    labels: list[str] | None = None
+
+
+def parse_extract_body(body: bytes) -> tuple[ExtractRequest | None, JSONResponse | None]:
+    """The request, or the 400 answer naming the field that is wrong and how to fix it."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, error(400, f"the body is not JSON ({exc})", 'send {"text": "..."} with Content-Type: application/json')
+    if not isinstance(data, dict):
+        return None, error(400, f"the body is a JSON {type(data).__name__}, not an object", 'send {"text": "..."}')
+    try:
+        return ExtractRequest.model_validate(data), None
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(x) for x in first["loc"]) or "body"
+        fixes = {"extra_forbidden": "the fields are text, texts and labels"}
+        return None, error(
+            400,
+            f"{where}: {first['msg']}" + (f" ({exc.error_count()} problems)" if exc.error_count() > 1 else ""),
+            fixes.get(first["type"], "text is a string, texts and labels are lists of strings"),
+        )
 
 
 def check_request(
@@ -170,7 +213,9 @@ def json_errors(send):
 
 
 class RequestGuard:
-    """ASGI middleware: body-size limit and API-key check before BentoML parses anything."""
+    """ASGI middleware ahead of BentoML: a request id, the API-key check, the body-size limit, and the
+    /extract body's validation (so a malformed request is one 400 and one log line, not an error with a
+    traceback in BentoML's log)."""
 
     def __init__(self, app, settings: ServeSettings):
         self.app = app
@@ -179,101 +224,155 @@ class RequestGuard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        path = scope.get("path", "")
-        if path == "/" and scope.get("method") in ("GET", "HEAD"):
+        path, method = scope.get("path", ""), scope.get("method", "")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        given = headers.get("x-request-id", "")
+        request_id = given if CLIENT_ID.match(given) else uuid.uuid4().hex[:16]
+        REQUEST_ID.set(request_id)
+        started, status = time.perf_counter(), {}
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())]}
+            return await send(message)
+
+        try:
+            return await self._guard(scope, receive, send_with_id, path, method, headers)
+        finally:
+            if not path.startswith(OPEN_PATHS):
+                code = status.get("code", 0)
+                log.log(
+                    logging.WARNING if code >= 500 or not code else logging.INFO,
+                    "request %s %s %s -> %s in %.3f s",
+                    request_id,
+                    method,
+                    path,
+                    code or "no answer",
+                    time.perf_counter() - started,
+                )
+
+    async def _guard(self, scope, receive, send, path: str, method: str, headers: dict[str, str]):
+        if path == "/" and method in ("GET", "HEAD"):
             # The page is open and holds no key: a person types the key into it, and its requests carry it.
             return await HTMLResponse(PAGE)(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if self.settings.api_key and not path.startswith(OPEN_PATHS):
             given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
             if not hmac.compare_digest(given.encode(), self.settings.api_key.encode()):
                 return await error(401, "missing or wrong API key", "send the key in the X-API-Key header")(scope, receive, send)
         send = json_errors(send)
-        if path == "/extract" and scope.get("method") != "POST":
-            return await error(405, f"{scope.get('method')} /extract is not supported", "send POST /extract with a JSON body", headers={"Allow": "POST"})(
+        if path == "/extract" and method != "POST":
+            return await error(405, f"{method} /extract is not supported", "send POST /extract with a JSON body", headers={"Allow": "POST"})(
                 scope, receive, send
             )
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             return await error(413, f"request body of {declared} bytes; the limit is {limit}", "send fewer or shorter documents")(scope, receive, send)
-        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
-            # No declared length (chunked): read at most the limit, then replay the body.
-            body, more = b"", True
-            while more:
-                message = await receive()
-                body += message.get("body", b"")
-                more = message.get("more_body", False)
-                if len(body) > limit:
-                    return await error(413, f"request body over {limit} bytes", "send fewer or shorter documents")(scope, receive, send)
-            replayed = False
+        if method not in ("POST", "PUT", "PATCH") or (path != "/extract" and declared is not None):
+            return await self.app(scope, receive, send)
+        # /extract's body (and any body of undeclared length) is read here, at most the limit, then replayed.
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > limit:
+                return await error(413, f"request body over {limit} bytes", "send fewer or shorter documents")(scope, receive, send)
+        if path == "/extract":
+            _, problem = parse_extract_body(body)
+            if problem is not None:
+                return await problem(scope, receive, send)
+        replayed = False
 
-            async def replay():
-                nonlocal replayed
-                if replayed:
-                    return await receive()
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
 
-            return await self.app(scope, replay, send)
-        return await self.app(scope, receive, send)
+        return await self.app(scope, replay, send)
 
 
 SETTINGS = ServeSettings.from_env()
 MANIFEST: dict = read_manifest(SETTINGS.artifact)
-BATCHABLE = SETTINGS.max_batch_size > 1
 QUEUE = AdmissionQueue.for_artifact(SETTINGS, MANIFEST)
-ANSWER_DEADLINE_S = answer_deadline(SETTINGS.max_queue_seconds)
-
-
-@bentoml.service(name="extraction_model", workers=1, traffic={"timeout": 600})
-class ExtractionModel:
-    """The artifact's model; `tag` is batched across requests when TOOLKIT_MAX_BATCH_SIZE > 1."""
-
-    def __init__(self) -> None:
-        verify_artifact(SETTINGS.artifact)
-        self.predictor = load_predictor(SETTINGS.artifact)
-
-    @bentoml.api(batchable=BATCHABLE, max_batch_size=max(SETTINGS.max_batch_size, 2), max_latency_ms=SETTINGS.dispatcher_latency_ms)
-    def tag(self, texts: list[str]) -> list[list[dict]]:
-        predictions = self.predictor.predict(texts, batch_size=SETTINGS.model_batch)
-        return [
-            [{"start": s.start, "end": s.end, "label": s.label, "text": doc[s.start : s.end], "score": round(float(s.score), 4)} for s in spans]
-            for doc, spans in zip(texts, predictions)
-        ]
 
 
 async def info(request: Request) -> JSONResponse:
     return JSONResponse(MANIFEST)
 
 
-@bentoml.service(name="extraction", traffic={"timeout": 600})
+async def _client_gone(request: Request) -> None:
+    """Returns when the client closes its connection (the body was read already, so the next message
+    is the disconnect; uvicorn sends it when the connection closes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+@bentoml.service(name="extraction", workers=1, traffic={"timeout": 600})
 class Extraction:
     """POST /extract: spans with start, end, label, text and score; GET /info: the artifact's manifest."""
 
-    model = bentoml.depends(ExtractionModel)
-
     def __init__(self) -> None:
+        import torch
+
+        verify_artifact(SETTINGS.artifact)
+        torch.set_num_threads(SETTINGS.model_threads or 1)
+        if MANIFEST["runtime"] == "onnx":
+            from toolkit.hardware import set_inference_threads
+
+            set_inference_threads(SETTINGS.model_threads or 1)
+        self.predictor = load_predictor(SETTINGS.artifact)
+        self.batcher = ModelBatcher(self._predict, SETTINGS.max_batch_size)
         self.model_info = {
             "id": MANIFEST["model_id"],
             "version": MANIFEST["files"][weights_file(MANIFEST)]["sha256"][:12],
             "path": MANIFEST["path"],
             "precision": MANIFEST["precision"],
         }
+        # BentoML configures logging before it loads the service; our logger is named in no config.
+        log.disabled, log.level = False, logging.INFO
 
-    async def _tag(self, docs: list[str]) -> list[list[dict]]:
-        """The model service's answer: bounded and resubmitted where it was lost (toolkit.deploy.resubmit)."""
-        return await answer_with_resubmits(lambda: self.model.to_async.tag(docs), ANSWER_DEADLINE_S)
+    def _predict(self, texts: list[str]) -> list[list[dict]]:
+        predictions = self.predictor.predict(texts, batch_size=SETTINGS.model_batch)
+        return [[s.to_dict(doc) for s in spans] for doc, spans in zip(texts, predictions)]
+
+    async def _tag(self, docs: list[str], request: Request | None) -> list[list[dict]] | None:
+        """The model's answer, or None when the client went away first (its documents are then not run,
+        or their batch's answer is dropped)."""
+        answer = asyncio.ensure_future(self.batcher.submit(docs, REQUEST_ID.get()))
+        if request is None:
+            return await answer
+        gone = asyncio.ensure_future(_client_gone(request))
+        done, _ = await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if answer in done:
+            gone.cancel()
+            return answer.result()
+        answer.cancel()
+        log.info("request %s: client disconnected while it waited", REQUEST_ID.get())
+        return None
 
     @bentoml.api(route="/extract")
-    async def extract(self, text: str | None = None, texts: list[str] | None = None, labels: list[str] | None = None) -> dict:
+    async def extract(self, text: str | None = None, texts: list[str] | None = None, labels: list[str] | None = None, *, ctx: bentoml.Context) -> dict:
+        answer = await self._extract(text, texts, labels, ctx.request)
+        if isinstance(answer, JSONResponse):
+            # With a context parameter BentoML sets the status and headers from the context, not the response.
+            ctx.response.status_code = answer.status_code
+            ctx.response.metadata.update({k: v for k, v in answer.headers.items() if k not in ("content-length", "content-type")})
+        return answer  # type: ignore[return-value]  # BentoML passes Response objects through
+
+    async def _extract(self, text: str | None, texts: list[str] | None, labels: list[str] | None, request: Request) -> dict | JSONResponse:
         docs, problem = check_request(text, texts, labels, SETTINGS, MANIFEST["labels"])
         if problem is not None:
-            return problem  # type: ignore[return-value]  # BentoML passes Response objects through
+            return problem
         chars = sum(len(d) for d in docs)
         if not QUEUE.admit(chars):
             wait = QUEUE.retry_after()
-            return error(  # type: ignore[return-value]
+            return error(
                 503,
                 f"the queue is full ({QUEUE.pending} characters waiting, bound {QUEUE.capacity})",
                 f"retry after {wait} s",
@@ -281,14 +380,13 @@ class Extraction:
                 retry_after_seconds=wait,
             )
         try:
-            results = await self._tag(docs)
-        except Exception as exc:  # the model service failed or kept cancelling; the API keeps answering
-            wait = QUEUE.retry_after()
-            return error(  # type: ignore[return-value]
-                503, f"the model could not answer: {type(exc).__name__}", f"retry after {wait} s", headers={"Retry-After": str(wait)}, retry_after_seconds=wait
-            )
+            results = await self._tag(docs, request)
+        except Exception as exc:  # the model failed on this request's documents; the service keeps answering
+            return error(500, f"the model failed on this request: {type(exc).__name__}: {exc}", "report it with the document; other requests are unaffected")
         finally:
             QUEUE.release(chars)
+        if results is None:
+            return error(499, "the client closed the connection")  # nobody reads it
         if labels:
             results = [[s for s in spans if s["label"] in labels] for spans in results]
         if text is not None:
