@@ -216,10 +216,14 @@ def bench_service(
     art = artifact(run, precision)
     texts = [r.text for r in load_records(data)]
     out: dict = {"artifact": str(art), "requests_per_client": requests_per_client, "seconds_per_load": seconds, "documents": len(texts), "cpu": cpu_line()}
+    import torch
+
     for n_threads in threads:
-        ceiling = in_process_docs_per_s(art, texts, batch, n_threads)
+        # 0: the service's default (the runtime's own thread count), measured in process the same way.
+        ceiling = in_process_docs_per_s(art, texts, batch, n_threads or torch.get_num_threads())
         log = RESULTS / f"serve_{precision}_threads{n_threads}.log"
-        with Server(art, port=free_port(), log=log, max_batch_size=batch, model_threads=n_threads) as server:
+        limits = {"model_threads": n_threads} if n_threads else {}
+        with Server(art, port=free_port(), log=log, max_batch_size=batch, **limits) as server:
             single = {}
             for t in texts:  # one at a time: the reference answers
                 status, body = server.post("/extract", {"text": t})
@@ -366,7 +370,7 @@ def main() -> None:
     ap.add_argument("--requests-per-client", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=None, help="service: each load runs this long (a soak) instead of a request count")
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
-    ap.add_argument("--model-threads", type=int, nargs="+", default=[1], help="service: the model's intra-op threads, one service per value")
+    ap.add_argument("--model-threads", type=int, nargs="+", default=[0], help="service: the model's intra-op threads, one service per value (0: its default)")
     ap.add_argument("--batch", type=int, default=32, help="service: documents per model call (the service's --max-batch-size)")
     ap.add_argument("--tries", type=int, default=10, help="stop: SIGTERMs idle and under load")
     ap.add_argument("--precision", default="int8", choices=["fp32", "int8", "bf16", "fused", "pytorch", "auto"])

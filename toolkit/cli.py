@@ -382,7 +382,9 @@ def serve(
     max_queue_seconds: Annotated[
         float, typer.Option(help="Admission bound: work waiting for the model, in seconds at the throughput measured at export; past it 503 + Retry-After.")
     ] = 30.0,
-    model_threads: Annotated[int | None, typer.Option(help="The model's intra-op threads (default 1: the request loop shares the cores).")] = None,
+    model_threads: Annotated[
+        int | None, typer.Option(help="The model's intra-op threads (default: every core; fewer where another process keeps cores busy).")
+    ] = None,
 ) -> None:
     """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics). SIGTERM or Ctrl-C stops it within seconds."""
     from toolkit.deploy.launch import serve_artifact
