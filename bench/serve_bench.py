@@ -267,7 +267,7 @@ def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -
     texts = [r.text for r in load_records(data)]
     out: dict = {"artifact": str(art), "tries": tries, "clients": clients}
     for loaded in (False, True):
-        times, in_flight = [], {}
+        times, in_flight, at_signal = [], {}, {}
         for _ in range(tries):
             port = free_port()
             proc = subprocess.Popen(
@@ -284,9 +284,12 @@ def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -
             if loaded:
                 url = f"http://127.0.0.1:{port}"
 
-                def client(k: int, stop=stop, url=url, in_flight=in_flight) -> None:
+                signalled: list[float] = []
+
+                def client(k: int, stop=stop, url=url, in_flight=in_flight, at_signal=at_signal, signalled=signalled) -> None:
                     i = 0
                     while not stop.is_set():
+                        sent = time.monotonic()
                         req = urllib.request.Request(url + "/extract", data=json.dumps({"text": texts[(k + i) % len(texts)]}).encode())
                         req.add_header("Content-Type", "application/json")
                         try:
@@ -296,7 +299,10 @@ def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -
                             key = str(exc.code)
                         except OSError as exc:
                             key = type(getattr(exc, "reason", exc)).__name__
+                            time.sleep(0.1)  # the service is gone or going: do not spin on refusals
                         in_flight[key] = in_flight.get(key, 0) + 1
+                        if signalled and sent < signalled[0] <= time.monotonic():  # in flight when the SIGTERM came
+                            at_signal[key] = at_signal.get(key, 0) + 1
                         i += 1
 
                 threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
@@ -305,6 +311,8 @@ def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -
                 time.sleep(3)
             family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
             started = time.monotonic()
+            if loaded:
+                signalled.append(started)
             proc.send_signal(signal.SIGTERM)
             psutil.wait_procs(family, timeout=60)
             while True:  # the port is free once nothing listens on it
@@ -320,7 +328,13 @@ def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -
             for t in threads:
                 t.join()
         key = "under_load" if loaded else "idle"
-        out[key] = {"seconds": times, "max_seconds": max(times), "median_seconds": statistics.median(times), "client_outcomes": in_flight}
+        out[key] = {
+            "seconds": times,
+            "max_seconds": max(times),
+            "median_seconds": statistics.median(times),
+            "client_outcomes": in_flight,
+            "requests_in_flight_at_sigterm": at_signal,
+        }
         print(key, json.dumps(out[key]), flush=True)
     return out
 

@@ -97,16 +97,16 @@ def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, **
 
     env = service_env(artifact, max_batch_size, **limits)
     child = subprocess.Popen(serve_command(host, port), env=env, start_new_session=True)
-
-    def stop(signum, frame):
-        stop_process_tree(child)
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    code = child.wait()
-    stop_process_tree(child)  # workers left behind by an arbiter that died
-    raise SystemExit(code)
+    # The handlers only record the signal: stopping from inside a handler that interrupted
+    # `child.wait()` left that wait holding the child's lock, so the stop's own wait spent its whole
+    # timeout on it (5 s). The loop below polls, and stops the tree from the main flow.
+    received: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    while child.poll() is None and not received:
+        time.sleep(0.1)
+    stop_process_tree(child)  # also collects workers left behind by an arbiter that died
+    raise SystemExit(128 + received[0] if received else child.returncode)
 
 
 class Server:
