@@ -297,6 +297,10 @@ def test_a_killed_worker_under_load_never_leaves_a_request_hanging(tiny_mlm_arti
         for t in threads:
             t.join(timeout=120)
         assert not any(t.is_alive() for t in threads), "a client is still waiting"
+    kinds: dict = {}
+    for status, _, _ in outcomes:
+        kinds[str(status)] = kinds.get(str(status), 0) + 1
+    print(f"killed worker: {len(outcomes)} requests {kinds}, answering again after {back} s, slowest {max(o[2] for o in outcomes):.1f} s")
     assert back is not None, "the service did not answer again after the worker was killed"
     assert not [o for o in outcomes if o[0] == "TimeoutError" or o[0] == "timeout"], "a request waited for its timeout"
     answered = [o for o in outcomes if isinstance(o[0], int)]
