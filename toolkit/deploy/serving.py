@@ -95,8 +95,8 @@ class AdmissionQueue:
     """A bound on the characters waiting for, or inside, the model. Below it requests wait their
     turn; above it they are refused at once with 503 and a Retry-After that estimates the drain time.
 
-    Our own (a counter on the API worker's event loop) because BentoML's dispatcher sheds load by a
-    latency estimate instead of queueing. The bound is `max_queue_seconds` of work at the model's
+    Our own (a counter on the worker's event loop): the batcher's FIFO has no bound of its own, and a
+    bound in characters follows the model's cost better than a count of requests. The bound is `max_queue_seconds` of work at the model's
     throughput measured at export, so a closed loop of clients never trips it."""
 
     def __init__(self, capacity_chars: int, chars_per_second: float):
