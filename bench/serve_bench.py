@@ -254,14 +254,13 @@ def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -
     is gone and the port is free, and what the clients in flight got."""
     import signal
     import socket
-    import subprocess
     import threading
     import urllib.request
 
     import psutil
 
     from toolkit.data.records import load_records
-    from toolkit.deploy.launch import free_port
+    from toolkit.deploy.launch import free_port, start_toolkit_serve
 
     art = artifact(run, precision)
     texts = [r.text for r in load_records(data)]
@@ -270,16 +269,7 @@ def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -
         times, in_flight, at_signal = [], {}, {}
         for _ in range(tries):
             port = free_port()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "toolkit", "serve", str(art), "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
-            deadline = time.monotonic() + 180
-            while time.monotonic() < deadline:
-                try:
-                    if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
-                        break
-                except OSError:
-                    time.sleep(0.3)
+            proc = start_toolkit_serve(art, port)
             stop, threads = threading.Event(), []
             if loaded:
                 url = f"http://127.0.0.1:{port}"

@@ -334,24 +334,14 @@ def test_a_client_that_disconnects_does_not_keep_the_model_busy(tiny_mlm_artifac
 def test_toolkit_serve_stops_its_whole_process_tree(tiny_mlm_artifact, tmp_path):
     import signal
     import socket
-    import subprocess
-    import sys
     import time
-    import urllib.request
 
     import psutil
 
+    from toolkit.deploy.launch import start_toolkit_serve
+
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit", "serve", str(tiny_mlm_artifact), "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
-                break
-        except OSError:
-            time.sleep(0.5)
+    proc = start_toolkit_serve(tiny_mlm_artifact, port)
     family = psutil.Process(proc.pid).children(recursive=True)
     assert family, "bentoml serve and its workers run under toolkit serve"
     started = time.monotonic()

@@ -109,6 +109,24 @@ def serve_artifact(artifact: Path, host: str, port: int, max_batch_size: int, **
     raise SystemExit(128 + received[0] if received else child.returncode)
 
 
+def start_toolkit_serve(artifact: Path, port: int, startup_timeout: float = 180.0) -> subprocess.Popen:
+    """`toolkit serve ARTIFACT --port PORT` as a user runs it, returned once it answers /readyz (for the
+    tests and the benchmark of how it stops)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "serve", str(artifact), "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + startup_timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+                if resp.status == 200:
+                    return proc
+        except OSError:  # refused, reset, or timed out: probe again
+            time.sleep(0.3)
+    stop_process_tree(proc)
+    raise ToolkitError(f"toolkit serve {artifact} did not become ready within {startup_timeout:.0f} s", fix="run it by hand and read its output")
+
+
 class Server:
     """The service in a child process, for the demo, tests and benchmarks: `with Server(dir) as s: s.post(...)`."""
 
