@@ -149,3 +149,15 @@ def test_the_bound_is_never_passed_by_more_than_one_request(bound):
     assert run(main()) == [[str(i)] for i in range(10)]
     assert all(len(call) <= bound for call in model.calls)
     batcher.close()
+
+
+def test_a_fault_after_the_model_call_fails_the_batch_instead_of_leaving_it_waiting():
+    batcher = ModelBatcher(lambda docs: None, max_batch_docs=4)  # an answer that cannot be split
+
+    async def main():
+        first = await asyncio.gather(batcher.submit(["a"], "a"), batcher.submit(["b"], "b"), return_exceptions=True)
+        return first
+
+    answers = asyncio.run(asyncio.wait_for(main(), timeout=10))
+    assert all(isinstance(a, TypeError) for a in answers)
+    batcher.close()

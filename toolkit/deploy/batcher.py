@@ -78,7 +78,13 @@ class ModelBatcher:
             await self._wakeup.wait()
             self._wakeup.clear()
             while batch := self._take():
-                await self._answer(loop, batch)
+                try:
+                    await self._answer(loop, batch)
+                except Exception as exc:  # noqa: BLE001 - a fault here must not leave a request waiting for ever
+                    log.error("a batch could not be answered: %s: %s", type(exc).__name__, exc)
+                    for item in batch:
+                        if not item.future.done():
+                            item.future.set_exception(exc)
 
     async def _answer(self, loop: asyncio.AbstractEventLoop, batch: list[_Waiting]) -> None:
         docs = [d for item in batch for d in item.docs]
