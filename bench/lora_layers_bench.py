@@ -9,9 +9,7 @@ Prints each variant's step times and the median of all but the first (warm-up); 
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
-import subprocess
 import time
 
 import torch
@@ -28,9 +26,6 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=4)
     args = parser.parse_args()
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    print(next((line for line in lscpu.splitlines() if line.startswith("Model name")), platform.processor()))
-    print(next((line for line in lscpu.splitlines() if line.startswith("Flags")), ""))
     benchmark_header()
     torch.manual_seed(0)
     path = default_decoder()

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -105,9 +103,6 @@ def main() -> None:
     args = parser.parse_args()
     import onnx
 
-    print(subprocess.run(["lscpu"], capture_output=True, text=True).stdout.split("Flags")[0].strip().splitlines()[0:1], platform.processor())
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    print("flags:", " ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8") if f" {f}" in flags), flush=True)
     benchmark_header()
     run = open_run(args.artifact)
     records, _ = parity_documents(run, None, args.docs)

@@ -137,13 +137,10 @@ def tree_rss_mib(pid: int) -> float:
 def in_process_docs_per_s(art: Path, texts: list[str], batch: int, threads: int) -> float:
     """The same model's batched speed without the service: the artifact's predictor on the same
     documents, `batch` at a time, with the service's thread count (the ceiling the service is held to)."""
-    import torch
-
     from toolkit.hardware import set_inference_threads
     from toolkit.infer import load_predictor
 
-    torch.set_num_threads(threads)
-    set_inference_threads(threads)
+    set_inference_threads(threads)  # PyTorch's threads at once, ONNX Runtime's for the session loaded below
     predictor = load_predictor(art)
     predictor.predict(texts[:batch])  # warm-up
     started = time.perf_counter()

@@ -32,42 +32,32 @@ class FakeModel:
         return [d.upper() for d in docs]
 
 
-def run(coro):
-    return asyncio.run(coro)
+async def behind_a_held_call(model: FakeModel, batcher: ModelBatcher, requests: list[list[str]], before_release=None):
+    """Submit ["x"] (held in the model), then `requests`, which wait behind it; call `before_release`
+    with their tasks, release the model, and return (the first answer, the others' answers or errors)."""
+    first = asyncio.ensure_future(batcher.submit(["x"], "held"))
+    await asyncio.sleep(0.05)  # the first is in the model; the others queue behind it
+    waiting = [asyncio.ensure_future(batcher.submit(docs, f"r{i}")) for i, docs in enumerate(requests)]
+    await asyncio.sleep(0.05)
+    if before_release:
+        before_release(waiting)
+    model.gate.set()
+    return await first, await asyncio.gather(*waiting, return_exceptions=True)
 
 
 def test_waiting_requests_share_one_call_and_get_their_own_answers_in_order():
     model = FakeModel(hold_first=True)
     batcher = ModelBatcher(model, max_batch_docs=8)
-
-    async def main():
-        first = asyncio.ensure_future(batcher.submit(["a"], "r0"))
-        await asyncio.sleep(0.05)  # r0 is in the model; the next three wait behind it
-        rest = [asyncio.ensure_future(batcher.submit(docs, f"r{i}")) for i, docs in enumerate([["b", "c"], ["d"], ["e", "f", "g"]], 1)]
-        await asyncio.sleep(0.05)
-        model.gate.set()
-        return await first, await asyncio.gather(*rest)
-
-    first, rest = run(main())
-    assert first == ["A"] and rest == [["B", "C"], ["D"], ["E", "F", "G"]]
-    assert model.calls == [["a"], ["b", "c", "d", "e", "f", "g"]] and batcher.batches == 2
+    first, rest = asyncio.run(behind_a_held_call(model, batcher, [["b", "c"], ["d"], ["e", "f", "g"]]))
+    assert first == ["X"] and rest == [["B", "C"], ["D"], ["E", "F", "G"]]
+    assert model.calls == [["x"], ["b", "c", "d", "e", "f", "g"]] and batcher.batches == 2
     batcher.close()
 
 
 def test_a_batch_holds_whole_requests_up_to_the_bound_in_arrival_order():
     model = FakeModel(hold_first=True)
     batcher = ModelBatcher(model, max_batch_docs=3)
-
-    async def main():
-        held = asyncio.ensure_future(batcher.submit(["x"], "held"))
-        await asyncio.sleep(0.05)
-        waiting = [asyncio.ensure_future(batcher.submit(docs, str(i))) for i, docs in enumerate([["a", "b"], ["c", "d"], ["e"], ["f", "g", "h", "i"]])]
-        await asyncio.sleep(0.05)
-        model.gate.set()
-        await held
-        return await asyncio.gather(*waiting)
-
-    answers = run(main())
+    _, answers = asyncio.run(behind_a_held_call(model, batcher, [["a", "b"], ["c", "d"], ["e"], ["f", "g", "h", "i"]]))
     assert answers == [["A", "B"], ["C", "D"], ["E"], ["F", "G", "H", "I"]]
     # [a b] + [c d] would pass 3: c d waits for the next call; a request larger than the bound goes alone.
     assert model.calls[1:] == [["a", "b"], ["c", "d", "e"], ["f", "g", "h", "i"]]
@@ -77,19 +67,8 @@ def test_a_batch_holds_whole_requests_up_to_the_bound_in_arrival_order():
 def test_a_request_whose_client_left_before_its_turn_is_not_run():
     model = FakeModel(hold_first=True)
     batcher = ModelBatcher(model, max_batch_docs=8)
-
-    async def main():
-        held = asyncio.ensure_future(batcher.submit(["x"], "held"))
-        await asyncio.sleep(0.05)
-        gone = asyncio.ensure_future(batcher.submit(["gone"], "gone"))
-        kept = asyncio.ensure_future(batcher.submit(["kept"], "kept"))
-        await asyncio.sleep(0.05)
-        gone.cancel()
-        model.gate.set()
-        await held
-        return await kept
-
-    assert run(main()) == ["KEPT"]
+    _, (gone, kept) = asyncio.run(behind_a_held_call(model, batcher, [["gone"], ["kept"]], before_release=lambda tasks: tasks[0].cancel()))
+    assert kept == ["KEPT"] and isinstance(gone, asyncio.CancelledError)
     assert ["gone"] not in model.calls and all("gone" not in call for call in model.calls)
     batcher.close()
 
@@ -99,19 +78,11 @@ def test_a_document_that_breaks_the_model_fails_only_its_own_request():
     batcher = ModelBatcher(model, max_batch_docs=8)
 
     async def main():
-        held = asyncio.ensure_future(batcher.submit(["x"], "held"))
-        await asyncio.sleep(0.05)
-        good = asyncio.ensure_future(batcher.submit(["ok"], "good"))
-        bad = asyncio.ensure_future(batcher.submit(["poison"], "bad"))
-        also = asyncio.ensure_future(batcher.submit(["fine"], "also"))
-        await asyncio.sleep(0.05)
-        model.gate.set()
-        await held
-        results = await asyncio.gather(good, bad, also, return_exceptions=True)
+        _, results = await behind_a_held_call(model, batcher, [["ok"], ["poison"], ["fine"]])
         # The batcher still answers after the failure.
         return results, await batcher.submit(["after"], "after")
 
-    (good, bad, also), after = run(main())
+    (good, bad, also), after = asyncio.run(main())
     assert good == ["OK"] and also == ["FINE"] and after == ["AFTER"]
     assert isinstance(bad, ValueError) and "poison" in str(bad)
     batcher.close()
@@ -131,7 +102,7 @@ def test_many_concurrent_requests_are_each_answered_once():
         return await asyncio.gather(*(client(k) for k in range(40)))
 
     started = time.perf_counter()
-    answers = run(main())
+    answers = asyncio.run(main())
     assert time.perf_counter() - started < 30
     assert answers == [[[f"DOC-{k}-{i}"] for i in range(20)] for k in range(40)]
     assert sum(len(c) for c in model.calls) == 800 and batcher.batches == len(model.calls) < 800
@@ -146,7 +117,7 @@ def test_the_bound_is_never_passed_by_more_than_one_request(bound):
     async def main():
         return await asyncio.gather(*(batcher.submit([str(i)], str(i)) for i in range(10)))
 
-    assert run(main()) == [[str(i)] for i in range(10)]
+    assert asyncio.run(main()) == [[str(i)] for i in range(10)]
     assert all(len(call) <= bound for call in model.calls)
     batcher.close()
 

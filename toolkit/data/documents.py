@@ -152,7 +152,6 @@ def _txt(path: Path) -> tuple[str, dict]:
 def _pdf(path: Path) -> tuple[str, dict]:
     """The text layer of every page, joined by PAGE_BREAK; pages without one are listed (1-based)."""
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
 
     try:
         reader = PdfReader(path)
@@ -161,9 +160,7 @@ def _pdf(path: Path) -> tuple[str, dict]:
         pages = [page.extract_text() or "" for page in reader.pages]
     except DocumentError:
         raise
-    except (PdfReadError, OSError, ValueError, KeyError) as exc:
-        raise DocumentError(f"not a readable PDF ({type(exc).__name__}: {exc})", "open it in a PDF viewer; re-save or repair it") from None
-    except Exception as exc:  # noqa: BLE001 - pypdf's parser raises what malformed objects make it meet (TypeError, AttributeError, RecursionError)
+    except Exception as exc:  # noqa: BLE001 - pypdf raises what malformed objects make it meet (PdfReadError, TypeError, RecursionError, ...)
         raise DocumentError(f"not a readable PDF ({type(exc).__name__}: {exc})", "open it in a PDF viewer; re-save or repair it") from None
     empty = [i + 1 for i, text in enumerate(pages) if not text.strip()]
     if pages and len(empty) == len(pages):
@@ -175,8 +172,6 @@ def _pdf(path: Path) -> tuple[str, dict]:
 
 def _docx(path: Path) -> tuple[str, dict]:
     """Paragraphs and tables in body order: a paragraph a line, table cells by tabs and rows by lines."""
-    import zipfile
-
     import docx
     from docx.table import Table
 
@@ -192,9 +187,7 @@ def _docx(path: Path) -> tuple[str, dict]:
             else:
                 blocks.append(block.text)
         paragraphs = len(document.paragraphs)
-    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise DocumentError(f"not a readable .docx ({type(exc).__name__}: {exc})", "open it in a word processor and save it as .docx again") from None
-    except Exception as exc:  # noqa: BLE001 - python-docx raises what its parser meets (AttributeError, lxml errors, PackageNotFoundError)
+    except Exception as exc:  # noqa: BLE001 - python-docx raises what its parser meets (KeyError, AttributeError, lxml errors, PackageNotFoundError)
         raise DocumentError(
             f"not a readable .docx ({type(exc).__name__}: {exc})", "open it in a word processor and save it as .docx again, or convert it to .txt"
         ) from None

@@ -171,7 +171,7 @@ class Server:
 
     def __exit__(self, *exc) -> None:
         if self.process is not None:
-            self.stop_seconds = stop_process_tree(self.process)
+            stop_process_tree(self.process)
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 120) -> tuple[int, bytes]:
         req = urllib.request.Request(self.url + path, data=body, method=method, headers={"Content-Type": "application/json", **(headers or {})})

@@ -141,21 +141,24 @@ class ExtractRequest(BaseModel):
     labels: list[str] | None = None
 
 
-def parse_extract_body(body: bytes) -> tuple[ExtractRequest | None, JSONResponse | None]:
-    """The request, or the 400 answer naming the field that is wrong and how to fix it."""
+def extract_body_problem(body: bytes) -> JSONResponse | None:
+    """The 400 answer naming the field of an /extract body that is wrong and how to fix it, or None.
+    BentoML parses the body again into the API's arguments (the same fields), so this one is never
+    refused there with a traceback in the log."""
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, error(400, f"the body is not JSON ({exc})", 'send {"text": "..."} with Content-Type: application/json')
+        return error(400, f"the body is not JSON ({exc})", 'send {"text": "..."} with Content-Type: application/json')
     if not isinstance(data, dict):
-        return None, error(400, f"the body is a JSON {type(data).__name__}, not an object", 'send {"text": "..."}')
+        return error(400, f"the body is a JSON {type(data).__name__}, not an object", 'send {"text": "..."}')
     try:
-        return ExtractRequest.model_validate(data), None
+        ExtractRequest.model_validate(data)
+        return None
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(x) for x in first["loc"]) or "body"
         fixes = {"extra_forbidden": "the fields are text, texts and labels"}
-        return None, error(
+        return error(
             400,
             f"{where}: {first['msg']}" + (f" ({exc.error_count()} problems)" if exc.error_count() > 1 else ""),
             fixes.get(first["type"], "text is a string, texts and labels are lists of strings"),
@@ -283,7 +286,7 @@ class RequestGuard:
             if len(body) > limit:
                 return await error(413, f"request body over {limit} bytes", "send fewer or shorter documents")(scope, receive, send)
         if path == "/extract":
-            _, problem = parse_extract_body(body)
+            problem = extract_body_problem(body)
             if problem is not None:
                 return await problem(scope, receive, send)
         replayed = False
@@ -319,7 +322,6 @@ class Extraction:
     """POST /extract: spans with start, end, label, text and score; GET /info: the artifact's manifest."""
 
     def __init__(self) -> None:
-
         verify_artifact(SETTINGS.artifact)
         if SETTINGS.model_threads:
             from toolkit.hardware import set_inference_threads
@@ -340,12 +342,10 @@ class Extraction:
         predictions = self.predictor.predict(texts, batch_size=SETTINGS.model_batch)
         return [[s.to_dict(doc) for s in spans] for doc, spans in zip(texts, predictions)]
 
-    async def _tag(self, docs: list[str], request: Request | None) -> list[list[dict]] | None:
+    async def _tag(self, docs: list[str], request: Request) -> list[list[dict]] | None:
         """The model's answer, or None when the client went away first (its documents are then not run,
         or their batch's answer is dropped)."""
         answer = asyncio.ensure_future(self.batcher.submit(docs, REQUEST_ID.get()))
-        if request is None:
-            return await answer
         gone = asyncio.ensure_future(_client_gone(request))
         done, _ = await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
         if answer in done:
