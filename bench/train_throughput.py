@@ -47,7 +47,7 @@ def main() -> None:
 
     machine = benchmark_header()
     recipe = load_recipe(args.recipe, args.overrides)
-    flow = flow_for(recipe.task)
+    flow = flow_for(recipe)
     set_seed(recipe.seed)
     prepared = flow.prepare(recipe)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,14 +1,19 @@
 """The package's import graph: no cycles between modules or between subpackages, pure layers stay
-pure, and no module imports a training flow (flows are reached through the task table)."""
+pure, no module imports a training flow (flows are reached through the registry), and no module
+outside the registry branches on a task's name (it asks the task's `Task` instead)."""
 
 import ast
 from pathlib import Path
 
 from conftest import REPO
 
+from toolkit.registry import TASK_NAMES, TASKS, flow_modules
+
 PACKAGE = REPO / "toolkit"
-# Every flow of the task table (new tasks are covered as they are added).
-FLOWS = {module for module, _ in __import__("toolkit.tasks", fromlist=["FLOWS"]).FLOWS.values()}
+# Every flow of the registry (new tasks are covered as they are added).
+FLOWS = flow_modules()
+# The one package that may name tasks: each task's module and the registry.
+REGISTRY = PACKAGE / "registry"
 
 
 def module_name(path: Path) -> str:
@@ -89,9 +94,38 @@ def test_pure_layers_stay_pure():
         for prefix, ok in allowed.items():
             if module.startswith(prefix):
                 assert {package_of(d) for d in deps} <= ok, f"{module} imports {sorted(deps)}"
-    assert {package_of(d) for d in graph["toolkit.evaluate.metrics"]} <= {"toolkit.spans"}
+    assert {package_of(d) for d in graph["toolkit.evaluate.metrics"]} <= {"toolkit.spans", "toolkit.scoring"}
+    assert graph["toolkit.scoring"] == set()
 
 
 def test_no_module_imports_a_training_flow():
     for module, deps in import_graph().items():
         assert not (deps & FLOWS), f"{module} imports {sorted(deps & FLOWS)}: reach flows through toolkit.tasks.flow_for"
+
+
+def task_name_uses(source: str) -> list[int]:
+    """Lines where code compares with, or looks up by, a task's name or registry key (a string literal
+    equal to one). Docstrings and longer messages that mention a task are not branches."""
+    names = set(TASK_NAMES) | set(TASKS)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Compare, ast.Dict, ast.Subscript, ast.Tuple, ast.List, ast.Set, ast.Call, ast.IfExp, ast.Match)):
+            for child in ast.walk(node):
+                if isinstance(child, ast.Constant) and child.value in names:
+                    found.append(child.lineno)
+    return sorted(set(found))
+
+
+def test_no_module_outside_the_registry_branches_on_a_task_name():
+    offenders = {
+        str(path.relative_to(REPO)): lines
+        for path in PACKAGE.rglob("*.py")
+        if REGISTRY not in path.parents and (lines := task_name_uses(path.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}, f"ask the task's Task (toolkit.registry) instead of naming it: {offenders}"
+
+
+def test_a_planted_task_branch_is_found():
+    planted = 'def seconds(run):\n    if run.task == "span_generation":\n        return 4\n    return {"token_classification": 32}.get(run.task)\n'
+    assert task_name_uses(planted) == [2, 4]
+    assert task_name_uses('"""A span_generation model."""\nMESSAGE = "fine-tune a token_classification recipe"\n') == []

@@ -17,6 +17,8 @@ from toolkit.infer.prompts import GeneratedLine as G
 from toolkit.infer.prompts import build_prompt, build_target, parse_output
 from toolkit.infer.recovery import recover_offsets
 from toolkit.pretrained import load_tokenizer
+from toolkit.rundir import ModelMeta, open_run
+from toolkit.sections import GenerationConfig
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.tasks import plan_recipe, run_recipe
 from toolkit.tasks.features import generation_examples, generation_windows
@@ -75,7 +77,8 @@ def test_constrained_decoding_never_emits_text_absent_from_the_window(tiny_llama
     tok = load_tokenizer(str(tiny_llama))
     torch.manual_seed(0)  # an initialisation that emits spans rather than only "none"
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tiny_llama))
-    meta = {"labels": ["Chemical", "Disease"], "max_length": 64, "stride": 16, "max_new_tokens": 40, "batch_size": 4, "min_similarity": 101}
+    generation = GenerationConfig(max_new_tokens=40, batch_size=4, min_similarity=100)
+    meta = ModelMeta(task="span_generation", labels=["Chemical", "Disease"], max_length=64, stride=16, generation=generation)
     texts = [json.loads(line)["text"] for line in (SAMPLE_DIR / "clinical_dev.jsonl").open()][:3]
     gen = SpanGenerator(model, tok, meta)
     gen.predict(texts, constrained=True)
@@ -269,8 +272,8 @@ def test_tiny_decoder_overfits_in_the_compact_formats_with_a_selector(tiny_llama
     assert run["target"] == target and run["windows_read"] <= run["windows"]
     selector = result.metrics["selector"]
     assert selector["kind"] == "linear" and selector["dev_spans"] > 0 and selector["dev_spans_reachable"] <= selector["dev_spans"]
-    meta = json.loads((tmp_path / target / "model" / "toolkit.json").read_text())
-    assert meta["target"] == target and (meta["selector"]["fitted"] == (tmp_path / target / "model" / "selector.joblib").is_file())
+    meta = open_run(tmp_path / target).meta
+    assert meta.generation.target == target and (meta.selector["fitted"] == (tmp_path / target / "model" / "selector.joblib").is_file())
     from toolkit.rundir import read_curve
 
     curve = read_curve(tmp_path / target)

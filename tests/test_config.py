@@ -25,7 +25,7 @@ def task_named_by(stem: str) -> str:
 @pytest.mark.parametrize("path", sorted((REPO / "recipes").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_recipe_validates_and_its_name_says_its_task(path):
     recipe = load_recipe(path)  # a ConfigError lists every problem
-    assert path.stem == recipe.name or recipe.sweep is not None or path.stem.startswith(recipe.name)
+    assert path.stem == recipe.name, f"{path.name}: name the run after its file"
     expected = task_named_by(path.stem)
     # A decoder tagging tokens is still a token_classification recipe; its name says clm only when it generates.
     assert recipe.task == expected, f"{path.name}: task {recipe.task}, but the name promises {expected}"
@@ -93,8 +93,11 @@ def test_overrides_use_dotted_paths_and_yaml_values(tmp_path):
 
 
 def test_sweep_validation():
-    with pytest.raises(ConfigError, match="not a config key"):
+    with pytest.raises(ConfigError, match="'train.lr' is not a key of this recipe"):
         recipe_from_dict({**MINIMAL, "sweep": {"params": {"train.lr": [1, 2]}}})
+    # The metric is checked before the first trial runs, against the summary this task writes.
+    with pytest.raises(ConfigError, match="sweep.metric 'perplexity' is not a dev metric of task token_classification"):
+        recipe_from_dict({**MINIMAL, "sweep": {"params": {"train.learning_rate": [1e-5]}, "metric": "perplexity"}})
     with pytest.raises(ConfigError, match="n_trials"):
         recipe_from_dict({**MINIMAL, "sweep": {"method": "optuna", "params": {"train.learning_rate": [1e-5]}}})
     with pytest.raises(ConfigError, match="ranges"):
@@ -113,3 +116,54 @@ def test_stride_must_fit_the_window():
 def test_missing_recipe_file_is_a_clean_error():
     with pytest.raises(ConfigError, match="no such recipe"):
         load_recipe(Path("nope.yaml"))
+
+
+def test_options_of_two_tasks_are_refused_with_every_error_at_once():
+    with pytest.raises(ConfigError) as err:
+        load_recipe(REPO / "recipes" / "ncbi_disease_mlm.yaml", ["segments.thresholds=tuned", "generation.max_new_tokens=8", "train.epochs=-1"])
+    lines = err.value.message.splitlines()
+    assert lines[0].endswith("3 config error(s)")
+    by_path = {line.split(":")[0].strip(): line for line in lines[1:]}
+    assert set(by_path) == {"segments", "generation", "train.epochs"}
+    assert "it belongs to segment_classification" in by_path["segments"] and "fix: remove it" in by_path["segments"]
+    assert "it belongs to span_generation" in by_path["generation"]
+    assert "greater than 0" in by_path["train.epochs"] and "(got -1)" in by_path["train.epochs"]
+    # The message names keys and values, never the whole recipe.
+    assert "{" not in err.value.message and len(err.value.message) < 800
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["model.lora.enabled=true", "train.average_checkpoints=2"], "LoRA checkpoints hold adapters only"),
+        (["train.average_checkpoints=3"], "set train.save_total_limit >= 3"),
+        (["model.multi_label=true", "task=span_generation"], "model.multi_label: not an option of span_generation"),
+        (["task=span_generation", "model.quantization=4bit"], "fix: set model.lora.enabled=true"),
+        (["task=segment_classification", "segments.hard_negatives={}"], "fix: set windows.negative_ratio"),
+        (["task=pretrain_mlm", "model.lora.enabled=true"], "model.lora: not an option of pretrain_mlm"),
+        (["task=pretrain_clm", "pretrain.mlm_probability=0.3"], "pretrain.mlm_probability: not an option of pretrain_clm"),
+        (["task=pretrain_mlm", "eval.curve_docs=4"], "eval: not an option of pretrain_mlm"),
+        (["task=ner"], "task must be one of token_classification, segment_classification"),
+    ],
+)
+def test_task_only_options_are_errors_before_anything_runs(overrides, expected):
+    with pytest.raises(ConfigError) as err:
+        recipe_from_dict(MINIMAL, overrides)
+    assert expected in err.value.message, err.value.message
+
+
+def test_the_linear_baseline_is_its_own_recipe():
+    from toolkit.registry import task_of
+    from toolkit.registry.linear_segments import linear_baseline_of
+
+    segments = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["eval.jaccard_threshold=0.6"])
+    linear = linear_baseline_of(segments)
+    assert task_of(linear).key == "segment_classification/linear" and linear.name == "demo_segments_mlm_linear"
+    assert linear.data == segments.data and linear.eval == segments.eval and linear.segments.thresholds == segments.segments.thresholds
+    assert task_of(recipe_from_dict(linear.model_dump())) is task_of(linear)  # its saved config.yaml reads back
+    with pytest.raises(ConfigError) as err:  # encoder options are not options of the baseline
+        recipe_from_dict({**linear.model_dump(), "train": {"learning_rate": 1e-4}, "model": {"kind": "linear", "max_length": 64}})
+    assert "train: not an option of segment_classification/linear" in err.value.message
+    assert "model.max_length: not an option of segment_classification/linear" in err.value.message
+    with pytest.raises(ConfigError, match="this recipe's task is token_classification"):
+        linear_baseline_of(recipe_from_dict(MINIMAL))

@@ -203,7 +203,7 @@ def test_a_pytorch_artifact_runs_as_exported(tiny_mlm_run, tmp_path):
     assert manifest["runtime"] == "pytorch" and "model.safetensors" in manifest["files"] and "model.onnx" not in manifest["files"]
     assert set(manifest["paths"]) >= {manifest["path"]} and manifest["paths"][manifest["path"]]["chosen"]
     run = open_run(tmp_path / name)
-    assert run.is_artifact and run.runtime == "pytorch" and run.meta["export"]["path"] == manifest["path"]
+    assert run.is_artifact and run.runtime == "pytorch" and run.meta.export.path == manifest["path"]
     tagger = load_predictor(run)
     assert tagger.window_alone and tagger.autocast == ("bfloat16" if name == "bf16" else None)
     records = records_for(run, run.recipe.data.dev, 5)
@@ -226,13 +226,15 @@ def test_a_path_this_machine_cannot_run_is_refused(tiny_mlm_run, tmp_path, monke
 
 def test_paths_that_cannot_apply_say_why():
     from toolkit.deploy.export import unavailable
+    from toolkit.registry import span_generation, token_classification
 
-    cpu = {"bf16": True}
-    assert unavailable("onnx_int8", "span_generation", cpu, "llama") is None
-    assert "KV cache" in unavailable("pytorch_bf16", "span_generation", cpu, "llama")
-    assert "KV cache" in unavailable("onnx_fused", "span_generation", cpu, "llama")
-    assert "model type 'gpt2'" in unavailable("onnx_fused", "token_classification", cpu, "gpt2")
-    assert unavailable("onnx_fused", "token_classification", cpu, "bert") is None
+    cpu, decoder, tagger = {"bf16": True}, span_generation.TASK, token_classification.TASK
+    assert unavailable("onnx_int8", decoder, cpu, "llama") is None
+    assert "KV cache" in unavailable("pytorch_bf16", decoder, cpu, "llama")
+    assert "KV cache" in unavailable("onnx_fused", decoder, cpu, "llama")
+    assert "model type 'gpt2'" in unavailable("onnx_fused", tagger, cpu, "gpt2")
+    assert unavailable("onnx_fused", tagger, cpu, "bert") is None
+    assert "no bf16 units" in unavailable("pytorch_bf16", tagger, {"bf16": False}, "bert")
 
 
 def test_cpu_flags_are_read_from_cpuinfo():

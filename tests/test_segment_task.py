@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO, invoke
 
 from toolkit.data.schema import Span
+from toolkit.rundir import open_run
 from toolkit.spans.segment_decoding import NO_SEGMENT, merge_segments, segment_logits, segment_targets, token_segments
 
 SEGMENTS = [(0, 10), (11, 20), (21, 30), (31, 40)]
@@ -84,20 +85,21 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
     from toolkit.errors import ToolkitError
     from toolkit.evaluate.evaluation import evaluate_run
     from toolkit.infer import load_predictor
+    from toolkit.registry.linear_segments import linear_baseline_of
     from toolkit.tasks import plan_recipe, run_recipe
 
-    overrides = ["model.name=linear", f"output_dir={tmp_path}", "data.dev=sample:contracts_train", "eval.bootstrap=0"]
-    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    overrides = [f"output_dir={tmp_path}", "data.dev=sample:contracts_train", "eval.bootstrap=0"]
+    recipe = linear_baseline_of(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides))
     assert plan_recipe(recipe)["classifier"] == "linear"
     result = run_recipe(recipe, tmp_path / "linear")
-    meta = json.loads((result.run_dir / "model" / "toolkit.json").read_text())
-    assert meta["classifier"] == "linear" and len(meta["thresholds"]) == len(meta["labels"])
+    meta = open_run(result.run_dir).meta
+    assert meta.classifier == "linear" and len(meta.thresholds) == len(meta.labels)
     # Sentence clauses of the sample are easy for bag-of-words on the documents it was fitted on.
     assert result.metrics["per_label"]["Governing Law"]["jaccard_f1"] >= 0.8
     assert "aupr" in result.metrics["ranking"]["macro"] and result.run["train_seconds"] < 60
     assert result.run["labels_without_positive_segments"] == ["Notice Period"]  # a phrase inside the termination sentence
     predictor = load_predictor(result.run_dir)
-    assert type(predictor).__name__ == "LinearSegmentClassifier" and predictor.thresholds == meta["thresholds"]
+    assert type(predictor).__name__ == "LinearSegmentClassifier" and predictor.thresholds == meta.thresholds
     metrics, _ = evaluate_run(result.run_dir, "sample:contracts_dev", tmp_path / "eval", bootstrap=0)
     assert metrics["counts"]["documents"] == 16 and "ranking" in metrics
     with pytest.raises(ToolkitError, match="linear segment baseline"):
@@ -108,10 +110,13 @@ def test_linear_is_a_segment_model_only():
     from toolkit.config import load_recipe
     from toolkit.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="model.name=linear"):
-        load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["model.name=linear"])
-    with pytest.raises(ConfigError, match="segments"):
+    with pytest.raises(ConfigError, match="model.kind: not an option of token_classification recipes"):
+        load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["model.kind=linear"])
+    with pytest.raises(ConfigError, match="segments: not an option of token_classification"):
         load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["segments.focal_gamma=2"])
+    # The name that selected the baseline before model.kind existed says where it went.
+    with pytest.raises(ConfigError, match="fix: set model.kind=linear"):
+        load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["model.name=linear"])
 
 
 def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tiny_segment_run, tmp_path):
@@ -153,8 +158,8 @@ def test_hard_negatives_need_a_pool_and_an_encoder():
     recipe = REPO / "recipes" / "demo_segments_mlm.yaml"
     with pytest.raises(ConfigError, match="windows.negative_ratio"):
         load_recipe(recipe, ["segments.hard_negatives={}"])
-    with pytest.raises(ConfigError, match="linear"):
-        load_recipe(recipe, ["segments.hard_negatives={}", "windows.negative_ratio=0.5", "model.name=linear"])
+    with pytest.raises(ConfigError, match="segments.hard_negatives: not an option of segment_classification/linear"):
+        load_recipe(recipe, ["segments=null", "windows=null", "train=null", "model=null", "model.kind=linear", "segments.hard_negatives={}"])
     with pytest.raises(ConfigError, match="min_score"):
         load_recipe(recipe, ["segments.hard_negatives.min_score=2", "windows.negative_ratio=0.5"])
     assert load_recipe(recipe, ["segments.hard_negatives.pool=50", "windows.negative_ratio=0.5"]).segments.hard_negatives.pool == 50

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolkit.errors import ToolkitError
+from toolkit.scoring import SCORING
 
 app = typer.Typer(
     add_completion=False,
@@ -126,6 +127,10 @@ def run(
     overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides, e.g. train.learning_rate=2e-5")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate the recipe and data, show the plan, train nothing.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished run of the same name.")] = False,
+    linear_baseline: Annotated[
+        bool,
+        typer.Option("--linear-baseline", help="Fit a segment recipe's bag-of-words baseline instead (same data and scoring; run name + _linear)."),
+    ] = False,
 ) -> None:
     """Run a recipe: one training run, or a sweep when the recipe has a `sweep:` block."""
     from toolkit.config import load_recipe
@@ -135,6 +140,10 @@ def run(
     from toolkit.tasks.training import finish_distributed
 
     cfg = load_recipe(resolve_recipe(recipe), overrides or [])
+    if linear_baseline:
+        from toolkit.registry.linear_segments import linear_baseline_of
+
+        cfg = linear_baseline_of(cfg)
     if cfg.sweep is not None:
         from toolkit.tasks.sweep import plan_sweep, run_sweep, sweep_table
 
@@ -158,7 +167,7 @@ def run(
 
         console.print(f"rank {os.environ.get('RANK')}/{os.environ.get('WORLD_SIZE')}: finished; rank 0 writes {run_dir}")
         return
-    console.print(flow_for(cfg.task).summary(cfg, result))
+    console.print(flow_for(cfg).summary(cfg, result))
     run_info = result.run
     # The linear segment baseline reports neither tokens/s nor memory: it has no Trainer.
     figures = [f"train {run_info['train_seconds']} s"]
@@ -209,14 +218,17 @@ def eval_(
     run_path: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory made by `toolkit run`.")],
     data: Annotated[str, typer.Option(help="Span JSONL to score on (or sample:NAME).")],
     out: Annotated[Path | None, typer.Option(help="Output directory (default RUN/eval/<data name>).")] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs.")] = 1000,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0: none).")] = SCORING.bootstrap,
+    jaccard_threshold: Annotated[
+        float | None, typer.Option(help="Word Jaccard for a match (default: the run's eval.jaccard_threshold).", min=0.01, max=1.0)
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as one JSON line instead of tables.")] = False,
 ) -> None:
     """Score a trained run on any span file with the toolkit's one scorer."""
     from toolkit.evaluate.evaluation import evaluate_run, summary_line
     from toolkit.evaluate.reporting import per_label_table, score_table
 
-    metrics, where = evaluate_run(run_path, data, out, bootstrap)
+    metrics, where = evaluate_run(run_path, data, out, bootstrap, jaccard_threshold=jaccard_threshold)
     if as_json:
         print(summary_line(metrics))
         return
@@ -294,7 +306,10 @@ def compare_(
     systems: Annotated[list[str], typer.Argument(metavar="RUN_OR_RECIPE...", help="Run directories or recipes (trained first when their run is missing).")],
     data: Annotated[str | None, typer.Option(help="Span JSONL every system is scored on (or sample:NAME); not with --curves.")] = None,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/compare"),
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for CIs and the paired test.")] = 1000,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for CIs and the paired test (0: none).")] = SCORING.bootstrap,
+    jaccard_threshold: Annotated[
+        float | None, typer.Option(help="Word Jaccard for a match (default: the runs' eval.jaccard_threshold).", min=0.01, max=1.0)
+    ] = None,
     tolerance: Annotated[list[int] | None, typer.Option(help="k for boundary recall within +/-k words (repeatable).")] = None,
     max_docs: Annotated[int | None, typer.Option(help="Score the first N documents only (CLM generation is slow on CPU).")] = None,
     reuse_predictions: Annotated[bool, typer.Option(help="Use a run's saved dev predictions when they cover these documents (no new inference).")] = False,
@@ -319,9 +334,12 @@ def compare_(
         )
 
     # Recipes are trained first when their run is missing.
-    summary = compare([ensure_run(s) for s in systems], data, out, bootstrap, tolerance or [1, 3], max_docs=max_docs, reuse=reuse_predictions)
+    tolerances = tolerance or list(SCORING.boundary_tolerance)
+    summary = compare(
+        [ensure_run(s) for s in systems], data, out, bootstrap, tolerances, max_docs=max_docs, reuse=reuse_predictions, jaccard_threshold=jaccard_threshold
+    )
     console.print(f"compare on {data}")
-    console.print(terminal_table(summary, tolerance or [1, 3]))
+    console.print(terminal_table(summary, tolerances))
     console.print(f"wrote {out}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
 
 
@@ -331,13 +349,12 @@ def tune(
     data: Annotated[str | None, typer.Option(help="Labeled documents to choose the thresholds on (default: the run's dev file).")] = None,
 ) -> None:
     """Choose a segment run's per-label thresholds again (saved with its model) and rescore it."""
-    from toolkit.rundir import open_run
     from toolkit.tasks import flow_for
+    from toolkit.tasks.segment_scoring import retune
 
-    flow = flow_for("segment_classification")
-    result = flow.retune(run_path, data)
+    recipe, result = retune(run_path, data)
     console.print("thresholds: " + ", ".join(f"{label} {t}" for label, t in result.metrics["thresholds"].items()))
-    console.print(flow.summary(open_run(run_path).recipe, result))
+    console.print(flow_for(recipe).summary(recipe, result))
 
 
 @app.command("export")

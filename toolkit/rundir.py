@@ -23,11 +23,19 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
-from toolkit.config import Recipe, dump_recipe, load_recipe
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from toolkit.config import dump_recipe, load_recipe
 from toolkit.data.records import filter_labels, load_records, map_record_labels
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
+from toolkit.registry import RecipeBase, Task, task_named
+from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.scoring import SCORING
+from toolkit.sections import GenerationConfig
+from toolkit.spans.label_space import LabelSpace
 
 CONFIG_FILE = "config.yaml"
 DATA_REPORT_FILE = "data_report.json"
@@ -44,10 +52,104 @@ ONNX_FILE = "model.onnx"
 ARTIFACT_FORMAT = 1
 
 
+# --- the typed files: toolkit.json and metrics.json ---------------------------------------------
+
+# Keys a span_generation model saved at the top level of toolkit.json before they were nested under "generation".
+_FLAT_GENERATION_KEYS = ("target", "anchor_words", "min_overlap", "max_new_tokens", "batch_size", "constrained", "precision", "min_similarity", "chat_template")
+
+
+class ExportInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str  # the export path chosen (deploy.export.PATHS)
+    runtime: Literal["onnx", "pytorch"]
+    precision: str
+
+
+class ModelMeta(BaseModel):
+    """toolkit.json: what a saved model is and how it reads text. Written and read only here; each default
+    is what a model saved before that key existed meant."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    task: str = "token_classification"  # models saved before "task" existed were taggers
+    classifier: Literal["linear"] | None = None  # the model kind of a task variant (the linear segment baseline)
+    labels: list[str] = []
+    multi_label: bool = False
+    label_all_subtokens: bool = False
+    decoding: Literal["argmax", "viterbi"] = "argmax"  # saved before decoding existed: decoded by argmax
+    max_length: int | None = None  # tokens per window (None: the linear baseline reads no windows)
+    stride: int | None = None
+    min_overlap: float | None = None  # segment models: share of a segment's characters in a span to be positive
+    thresholds: list[float] | None = None  # segment models: per-label decision thresholds (None: the default)
+    generation: GenerationConfig | None = None  # span_generation: how spans are written and generated
+    selector: dict[str, Any] | None = None  # span_generation: the fitted window selector's report
+    base_model: str | None = None  # pretrain_*: the model pre-training started from
+    export: ExportInfo | None = None  # an artifact: the path `toolkit export` chose
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_generation(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "target" in data and "generation" not in data:
+            data = dict(data)
+            data["generation"] = {k: data.pop(k) for k in _FLAT_GENERATION_KEYS if k in data}
+        return data
+
+    @property
+    def spec(self) -> Task:
+        """The registered Task this model belongs to."""
+        return task_named(self.task, self.classifier)
+
+    @property
+    def space(self) -> LabelSpace:
+        return LabelSpace(tuple(self.labels), self.multi_label, self.label_all_subtokens, self.decoding)
+
+
+def write_meta(directory: Path, meta: ModelMeta) -> None:
+    (Path(directory) / META_FILE).write_text(json.dumps(meta.model_dump(mode="json", exclude_none=True), indent=2), encoding="utf-8")
+
+
+class Metrics(BaseModel):
+    """metrics.json: a run's (or an evaluation's) scores, and for a run its training record (`run`).
+    Sections a task does not produce are absent from the file."""
+
+    model_config = ConfigDict(extra="forbid")
+    summary: dict[str, Any]
+    before: dict[str, Any] | None = None  # pretrain_*: held-out scores before training
+    after: dict[str, Any] | None = None  # pretrain_*: held-out scores after training
+    ci95: dict[str, list[float]] | None = None
+    errors: dict[str, Any] | None = None
+    per_label: dict[str, dict[str, Any]] | None = None
+    length_buckets: list[dict[str, Any]] | None = None
+    counts: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
+    ranking: dict[str, Any] | None = None
+    at_default_threshold: dict[str, Any] | None = None  # segment models: dev scores at the default threshold
+    thresholds: dict[str, float] | None = None  # segment models: the per-label thresholds saved with the model
+    selector: dict[str, Any] | None = None  # span_generation: what the window selector kept and cost
+    run: dict[str, Any] | None = None
+
+
+def write_metrics_file(directory: Path, metrics: Metrics) -> None:
+    """metrics.json in the order of its sections, without the sections a task does not produce."""
+    (Path(directory) / METRICS_FILE).write_text(json.dumps(metrics.model_dump(exclude_unset=True), indent=2), encoding="utf-8")
+
+
+def read_metrics(directory: Path) -> Metrics | None:
+    """A run's (or evaluation's) metrics.json, None when it has none."""
+    path = Path(directory) / METRICS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return Metrics.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise ToolkitError(
+            f"{path}: not a metrics file of this toolkit ({exc.error_count()} problem(s): {exc.errors()[0]['msg']})", fix="re-run or re-score the run"
+        ) from None
+
+
 # --- writing a run -------------------------------------------------------------------------------
 
 
-def run_dir_for(recipe: Recipe) -> Path:
+def run_dir_for(recipe: RecipeBase) -> Path:
     return Path(recipe.output_dir) / recipe.name
 
 
@@ -59,7 +161,7 @@ def prepare_run_dir(run_dir: Path, overwrite: bool) -> None:
         shutil.rmtree(run_dir)
 
 
-def start_run_dir(recipe: Recipe, run_dir: Path, plan: dict) -> None:
+def start_run_dir(recipe: RecipeBase, run_dir: Path, plan: dict) -> None:
     """The resolved config and the data report, written before training."""
     run_dir.mkdir(parents=True, exist_ok=True)
     dump_recipe(recipe, run_dir / CONFIG_FILE)
@@ -75,7 +177,7 @@ def write_hallucinations(run_dir: Path, rows: list[dict]) -> None:
     (run_dir / HALLUCINATIONS_FILE).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
 
-def save_model_dir(model, tokenizer, directory: Path, meta: dict) -> None:
+def save_model_dir(model, tokenizer, directory: Path, meta: ModelMeta) -> None:
     """A plain model directory (LoRA merged; the adapter kept in adapter/) plus toolkit.json."""
     directory.mkdir(parents=True, exist_ok=True)
     if hasattr(model, "merge_and_unload"):
@@ -83,7 +185,7 @@ def save_model_dir(model, tokenizer, directory: Path, meta: dict) -> None:
         model = model.merge_and_unload()
     model.save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)
-    (directory / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    write_meta(directory, meta)
 
 
 # --- reading a run or an artifact ----------------------------------------------------------------
@@ -112,13 +214,18 @@ def model_dir_of(path: Path) -> Path:
     )
 
 
-def load_meta(directory: Path) -> dict:
+def load_meta(directory: Path) -> ModelMeta:
     path = Path(directory) / META_FILE
     if not path.is_file():
         raise ToolkitError(
             f"{directory}: not a toolkit model directory (no {META_FILE})", fix="pass a run directory made by `toolkit run`, or its model/ folder"
         )
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return ModelMeta.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ToolkitError(f"{path}: {where}: {first['msg']}", fix="this file is written by `toolkit run`/`export`: re-run, or restore it") from None
 
 
 @dataclass(frozen=True)
@@ -127,17 +234,21 @@ class Run:
 
     path: Path
     model_dir: Path
-    meta: dict  # toolkit.json
-    recipe: Recipe | None  # config.yaml, when the run (or artifact) carries one
+    meta: ModelMeta  # toolkit.json
+    recipe: RecipeBase | None  # config.yaml, when the run (or artifact) carries one
     config_path: Path | None
 
     @property
     def task(self) -> str:
-        return self.meta.get("task", "token_classification")
+        return self.meta.task
+
+    @property
+    def spec(self) -> Task:
+        return self.meta.spec
 
     @property
     def labels(self) -> list[str]:
-        return list(self.meta.get("labels", []))
+        return list(self.meta.labels)
 
     @property
     def label_map(self) -> dict[str, str] | None:
@@ -145,8 +256,13 @@ class Run:
         return self.recipe.data.label_map if self.recipe else None
 
     @property
+    def jaccard_threshold(self) -> float:
+        """The word-Jaccard threshold the run was scored with (its eval.jaccard_threshold)."""
+        return self.recipe.eval.jaccard_threshold if isinstance(self.recipe, ExtractionRecipe) else SCORING.jaccard_threshold
+
+    @property
     def is_artifact(self) -> bool:
-        return is_artifact(self.model_dir) or "export" in self.meta
+        return is_artifact(self.model_dir) or self.meta.export is not None
 
     @property
     def runtime(self) -> str:
@@ -156,7 +272,7 @@ class Run:
     @property
     def autocast(self) -> str | None:
         """The dtype an exported PyTorch model runs under ("bfloat16"), None for as stored."""
-        return "bfloat16" if self.meta.get("export", {}).get("precision") == "bf16" else None
+        return "bfloat16" if self.meta.export is not None and self.meta.export.precision == "bf16" else None
 
 
 def open_run(path: Path | str) -> Run:
@@ -186,7 +302,8 @@ def saved_predictions(run: Run) -> tuple[dict[str, list[dict]], dict[str, list[s
             for line in handle:
                 row = json.loads(line)
                 hallucinated.setdefault(row["id"], []).append(row["label"])
-    return spans, hallucinated, json.loads(metrics_file.read_text(encoding="utf-8")).get("run", {})
+    metrics = read_metrics(run.path)
+    return spans, hallucinated, (metrics.run or {}) if metrics else {}
 
 
 def records_for(run: Run, data: str, max_docs: int | None = None, labels: list[str] | None = None, other: Counter | None = None) -> list[SpanRecord]:

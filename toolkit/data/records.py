@@ -62,11 +62,13 @@ def load_splits(recipe, sources: list[dict] | None = None) -> tuple[list[SpanRec
     if d.label_map:
         train = [map_record_labels(r, d.label_map)[0] for r in train]
         dev = [map_record_labels(r, d.label_map)[0] for r in dev]
-    if not d.extra_train and d.train_weight == 1.0:
+    # Only token_classification's data section has more corpora (sections.MultiCorpusDataConfig).
+    extra_train, train_weight = getattr(d, "extra_train", []), getattr(d, "train_weight", 1.0)
+    if not extra_train and train_weight == 1.0:
         return train, dev
-    corpora = [(d.train, train, d.train_weight, Counter())]
+    corpora = [(d.train, train, train_weight, Counter())]
     dev_texts = {r.text for r in dev}
-    for extra in d.extra_train:
+    for extra in extra_train:
         records, dropped = [], Counter()
         for r in load_records(extra.path):
             mapped, gone, _ = map_record_labels(r, extra.label_map or {})

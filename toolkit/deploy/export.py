@@ -33,7 +33,9 @@ from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
 from toolkit.infer.selector import SELECTOR_FILE
-from toolkit.rundir import CONFIG_FILE, META_FILE, ONNX_FILE, Run, open_run, records_for, write_manifest
+from toolkit.registry import Task
+from toolkit.rundir import CONFIG_FILE, META_FILE, ONNX_FILE, ExportInfo, Run, open_run, records_for, write_manifest, write_meta
+from toolkit.scoring import SCORING
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def _parity(reference: tuple[list, list], candidate: tuple[list, list], records,
     diff = max((float(np.abs(a - b).max()) for a, b in zip(ref_logits, cand_logits)), default=0.0)
     agree = [float((_decisions(a, group) == _decisions(b, group)).mean()) for a, b in zip(ref_logits, cand_logits)]
     texts, golds = [r.text for r in records], [r.spans for r in records]
-    drop = paired_bootstrap(document_counts(texts, golds, ref_spans), document_counts(texts, golds, cand_spans), (1, 3))["span_f1"]
+    drop = paired_bootstrap(document_counts(texts, golds, ref_spans), document_counts(texts, golds, cand_spans), SCORING.boundary_tolerance)["span_f1"]
     return {
         "max_logit_diff": diff,
         "argmax_agreement": float(np.mean(agree)) if agree else 1.0,
@@ -100,12 +102,11 @@ def _parity(reference: tuple[list, list], candidate: tuple[list, list], records,
     }
 
 
-def _onnx_export(model_dir: Path, out: Path, task: str) -> None:
+def _onnx_export(model_dir: Path, out: Path, spec: Task) -> None:
     from optimum.exporters.onnx import main_export
 
-    optimum_task = "token-classification" if task in ENCODER_TASKS else "text-generation-with-past"
     try:
-        main_export(str(model_dir), output=str(out), task=optimum_task, do_validation=False, device="cpu")
+        main_export(str(model_dir), output=str(out), task=spec.onnx_task, do_validation=False, device="cpu")
     except Exception as exc:  # optimum raises many kinds; the user needs the model and the cause
         raise ToolkitError(f"{model_dir}: ONNX export failed: {exc}", fix="check that the model architecture is supported by optimum-onnx") from exc
 
@@ -146,10 +147,6 @@ def _throughput(predictor, texts: list[str]) -> dict:
     }
 
 
-SPEED_DOCS = {"token_classification": 32, "segment_classification": 8, "span_generation": 4}  # documents timed one at a time per path
-# Tasks whose model is a token classifier (per-token outputs): the paths and parity checks of an encoder.
-ENCODER_TASKS = ("token_classification", "segment_classification")
-
 # Every path an export can measure and package: name -> (runtime, precision). `auto` measures every one
 # this machine and task allow and keeps the fastest within the parity budgets.
 PATHS = {
@@ -173,14 +170,14 @@ def resolve_path(requested: str) -> str:
     return name
 
 
-def unavailable(name: str, task: str, hardware: dict, model_type: str) -> str | None:
+def unavailable(name: str, spec: Task, hardware: dict, model_type: str) -> str | None:
     """Why `name` cannot be built here for this task and model (None: it can). Pure."""
     runtime, precision = PATHS[name]
-    if runtime == "pytorch" and task not in ENCODER_TASKS:
+    if runtime == "pytorch" and spec.generates:
         return "decoders are packaged as ONNX graphs with a KV cache"
     if precision == "bf16" and not hardware["bf16"]:
         return "this machine has no bf16 units (avx512_bf16 or amx_bf16) and no CUDA device"
-    if name == "onnx_fused" and task not in ENCODER_TASKS:
+    if name == "onnx_fused" and spec.generates:
         return "fusions of decoder graphs with a KV cache are not built"
     if name == "onnx_fused" and model_type not in FUSION_MODEL_TYPES:
         return f"ONNX Runtime's transformer optimizer does not fuse model type {model_type!r}"
@@ -236,7 +233,7 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
         # The run's own weights and tokenizer; the LoRA adapter was merged into them at save time.
         shutil.copytree(run.model_dir, directory, ignore=shutil.ignore_patterns("adapter", "checkpoint-*"))
     elif name == "onnx_fp32":
-        _onnx_export(run.model_dir, directory, run.task)
+        _onnx_export(run.model_dir, directory, run.spec)
     else:
         shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
         if name == "onnx_int8":
@@ -247,8 +244,7 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
     if (run.model_dir / SELECTOR_FILE).is_file() and not (directory / SELECTOR_FILE).is_file():
         shutil.copy2(run.model_dir / SELECTOR_FILE, directory / SELECTOR_FILE)  # the CLM's candidate-window selector
     # toolkit.json says how to run the folder: the predictors read runtime and precision from it.
-    meta = {**run.meta, "export": {"path": name, "runtime": runtime, "precision": precision}}
-    (directory / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    write_meta(directory, run.meta.model_copy(update={"export": ExportInfo(path=name, runtime=runtime, precision=precision)}))
     if run.config_path is not None:
         # The run's recipe travels with the artifact: `toolkit eval ARTIFACT` applies its label map.
         shutil.copy2(run.config_path, directory / CONFIG_FILE)
@@ -276,11 +272,10 @@ def export_run(
     requested = resolve_path(precision)
     out = Path(out)
     run = open_run(run_path)  # resolved once: model folder, toolkit.json, config.yaml
-    meta, task = run.meta, run.task
-    if meta.get("classifier") == "linear":
-        raise ToolkitError(
-            f"{run.path} is the linear segment baseline: it is a yardstick, not exported", fix="export an encoder run (model.name: default or a hub id)"
-        )
+    meta, task, spec = run.meta, run.task, run.spec
+    if spec.not_exported:
+        reason, _, fix = spec.not_exported.partition(": ")
+        raise ToolkitError(f"{run.path}: {reason}", fix=fix)
     if out.exists() and not overwrite:
         raise ToolkitError(f"{out} already exists", fix="pass --overwrite, or choose another --out")
     hardware = describe()
@@ -289,7 +284,7 @@ def export_run(
     conditions = measure_conditions()
     fit_threads(conditions)
     model_type = json.loads((run.model_dir / "config.json").read_text()).get("model_type", "unknown")
-    skipped = {name: why for name in PATHS if (why := unavailable(name, task, hardware, model_type))}
+    skipped = {name: why for name in PATHS if (why := unavailable(name, spec, hardware, model_type))}
     if requested != "auto" and requested in skipped:
         raise ToolkitError(f"{run.path}: cannot export {requested}: {skipped[requested]}", fix="choose another --precision, or auto")
     wanted = [n for n in PATHS if n not in skipped] if requested == "auto" else [requested]
@@ -307,15 +302,15 @@ def export_run(
             notes[name] = _build(name, run, built[name], built)
         # The reference (the run's PyTorch fp32 model) runs once; every path is compared with its outputs.
         texts = [r.text for r in records]
-        timed = texts[: SPEED_DOCS[task]]
+        timed = texts[: spec.speed_docs]
         reference = load_predictor(run)
-        if task in ENCODER_TASKS:
+        if spec.generates:
+            windows, outputs, group = reference.views(texts)[0], _generator_outputs, None
+        else:
             windows, outputs = reference.windows(texts), _tagger_outputs
             # Multi-label tagger outputs are an O/B/I softmax per label: compare the decision within each group
             # of three; a segment model's outputs are one sigmoid per label (group 0: the sign).
-            group = 0 if task == "segment_classification" else 3 if reference.space.multi_label else None
-        else:
-            windows, outputs, group = reference.views(texts)[0], _generator_outputs, None
+            group = 0 if spec.outputs == "segment_scores" else 3 if reference.space.multi_label else None
         ref = outputs(reference, texts, windows)
         reference_f1 = _span_f1(records, ref[1])
         del reference
@@ -354,9 +349,9 @@ def export_run(
                 "requested": requested,
                 "model_id": f"{run.path.name}-{chosen}",
                 "source_run": str(run.path.resolve()),
-                "labels": meta["labels"],
-                "windowing": {"max_length": meta["max_length"], "stride": meta["stride"]},
-                **({"decoding": meta["decoding"]} if "decoding" in meta else {}),
+                "labels": meta.labels,
+                "windowing": {"max_length": meta.max_length, "stride": meta.stride},
+                **({"decoding": meta.decoding} if not spec.generates else {}),
                 "parity": parity,
                 "budgets": asdict(budgets),
                 "hardware": hardware,

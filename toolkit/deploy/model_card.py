@@ -12,24 +12,19 @@ from pathlib import Path
 
 import yaml
 
-from toolkit.rundir import Run
+from toolkit.registry import Task
+from toolkit.rundir import ModelMeta, Run, read_metrics
 
-PIPELINE_TAGS = {"token_classification": "token-classification", "segment_classification": "text-classification", "span_generation": "text-generation"}
-TASK_WORDS = {
-    "token_classification": "token classification (an encoder tags each word; spans are decoded from the tags)",
-    "segment_classification": "segment classification (an encoder scores sentence-aligned segments per label; thresholds per label)",
-    "span_generation": "span generation (a decoder writes the spans it finds; each is located in the text, unlocated ones are dropped and counted)",
-}
 WEAK_F1 = 0.5  # labels under this dev F1 are named in the limitations
 
 
-def base_model_of(name: str, task: str) -> str:
+def base_model_of(name: str, spec: Task) -> str:
     """The recipe's model.name, with 'default' resolved to the hub id of the offline default."""
     if name != "default":
         return name
     from toolkit.pretrained import DEFAULT_DECODER_HUB_ID, DEFAULT_ENCODER_HUB_ID
 
-    return DEFAULT_DECODER_HUB_ID if task == "span_generation" else DEFAULT_ENCODER_HUB_ID
+    return DEFAULT_DECODER_HUB_ID if spec.decoder else DEFAULT_ENCODER_HUB_ID
 
 
 def _figure(summary: dict, ci: dict, key: str) -> str:
@@ -39,23 +34,23 @@ def _figure(summary: dict, ci: dict, key: str) -> str:
     return f"{summary[key]:.3f}{interval}"
 
 
-def render_model_card(name: str, meta: dict, recipe: dict | None, data_report: dict | None, metrics: dict | None, export: dict) -> str:
+def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_report: dict | None, metrics: dict | None, export: dict) -> str:
     """Markdown with YAML front matter. `export` holds the manifest's task, path, precision, parity and hardware."""
-    task = meta.get("task", "token_classification")
+    task, spec = meta.task, meta.spec
     model = (recipe or {}).get("model", {})
     data = (recipe or {}).get("data", {})
-    base = base_model_of(model.get("name", "default"), task)
-    labels = meta["labels"]
+    base = base_model_of(model.get("name", "default"), spec)
+    labels = meta.labels
     front = {
         "library_name": "clause-entity-toolkit",
-        "pipeline_tag": PIPELINE_TAGS.get(task, task),
+        "pipeline_tag": spec.pipeline_tag,
         "base_model": base,
         "tags": ["onnx" if export["runtime"] == "onnx" else "pytorch", task, "span-extraction"],
         "language": ["en"],
     }
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "", f"# {name}", ""]
     lines += [
-        f"Extracts {len(labels)} span label{'s' if len(labels) != 1 else ''} from text by {TASK_WORDS.get(task, task)}.",
+        f"Extracts {len(labels)} span label{'s' if len(labels) != 1 else ''} from text by {spec.summary}.",
         f"Fine-tuned from `{base}` with clause-entity-toolkit; exported as `{export['path']}` ({export['precision']}).",
         "",
         "## Model details",
@@ -63,10 +58,10 @@ def render_model_card(name: str, meta: dict, recipe: dict | None, data_report: d
         f"- Task: `{task}`",
         f"- Base model: `{base}`",
         f"- Labels: {', '.join(f'`{label}`' for label in labels)}",
-        f"- Windows: {meta.get('max_length')} tokens, stride {meta.get('stride')}" + (f"; decoding `{meta['decoding']}`" if meta.get("decoding") else ""),
+        f"- Windows: {meta.max_length} tokens, stride {meta.stride}" + (f"; decoding `{meta.decoding}`" if not spec.generates else ""),
     ]
-    if meta.get("thresholds"):
-        lines.append("- Decision thresholds per label (chosen on dev): " + ", ".join(f"{lb} {t}" for lb, t in zip(labels, meta["thresholds"])))
+    if meta.thresholds:
+        lines.append("- Decision thresholds per label (chosen on dev): " + ", ".join(f"{lb} {t}" for lb, t in zip(labels, meta.thresholds)))
     lines += ["", "## Training data", ""]
     if data_report:
         train, dev = data_report.get("train", {}), data_report.get("dev", {})
@@ -103,7 +98,7 @@ def render_model_card(name: str, meta: dict, recipe: dict | None, data_report: d
             ("hallucination_rate", "hallucination rate"),
         ):
             # A tagger's spans are always in the text: its hallucination rate is 0 by construction.
-            if key in s and (key != "hallucination_rate" or task == "span_generation"):
+            if key in s and (key != "hallucination_rate" or spec.generates):
                 lines.append(f"| {title} | {_figure(s, ci, key)} |")
         lines += ["", "| label | support | precision | recall | F1 |", "|---|---|---|---|---|"]
         for label, v in metrics["per_label"].items():
@@ -136,11 +131,11 @@ def render_model_card(name: str, meta: dict, recipe: dict | None, data_report: d
         "## Limitations",
         "",
     ]
-    lines += _limitations(task, base, labels, meta, metrics, data_report)
+    lines += _limitations(spec, base, labels, meta, metrics, data_report)
     return "\n".join(lines) + "\n"
 
 
-def _limitations(task: str, base: str, labels: list[str], meta: dict, metrics: dict | None, data_report: dict | None) -> list[str]:
+def _limitations(spec: Task, base: str, labels: list[str], meta: ModelMeta, metrics: dict | None, data_report: dict | None) -> list[str]:
     out = []
     if metrics:
         weak = [f"{lb} (F1 {v['f1']:.2f}, precision {v['precision']:.2f})" for lb, v in metrics["per_label"].items() if v["f1"] < WEAK_F1]
@@ -148,7 +143,7 @@ def _limitations(task: str, base: str, labels: list[str], meta: dict, metrics: d
             out.append(f"- Labels under dev F1 {WEAK_F1}: {', '.join(weak)}. Review every span of these.")
         s = metrics["summary"]
         out.append(
-            f"- At the saved {'thresholds' if meta.get('thresholds') else 'decision rule'}, dev precision is {s['span_precision']:.2f}: "
+            f"- At the saved {'thresholds' if meta.thresholds else 'decision rule'}, dev precision is {s['span_precision']:.2f}: "
             f"about {round((1 - s['span_precision']) * 100)} of 100 predicted spans are not exact gold spans."
         )
         if metrics["counts"]["documents"] < 100:
@@ -159,25 +154,30 @@ def _limitations(task: str, base: str, labels: list[str], meta: dict, metrics: d
             out.append(f"- Only these {len(labels)} labels are extracted; the training data had {len(other)} other labels, not learned.")
     if "uncased" in base.lower() or "minilm" in base.lower():
         out.append(f"- `{base}` is uncased: capitalisation (defined terms, gene symbols) is invisible to the model.")
-    if task == "span_generation":
+    if spec.generates:
         out.append("- Generated spans that cannot be found in the text are dropped and counted; generation is slow on CPU.")
     out.append(
-        f"- Documents are read in windows of {meta.get('max_length')} tokens; spans longer than a window are cut or missed."
+        f"- Documents are read in windows of {meta.max_length} tokens; spans longer than a window are cut or missed."
         " PDF pages without a text layer are not read (OCR them first)."
     )
     return out
 
 
+def _metrics(run_dir: Path) -> dict | None:
+    metrics = read_metrics(run_dir)
+    return metrics.model_dump(exclude_unset=True) if metrics else None
+
+
 def write_model_card(run: Run, directory: Path, export: dict) -> Path:
     """README.md in `directory` from the run's own files and the export's figures."""
-    run_dir = run.path if (run.path / "metrics.json").is_file() else run.model_dir.parent
+    run_dir = run.path if read_metrics(run.path) is not None else run.model_dir.parent
 
     def read(name: str) -> dict | None:
         path = run_dir / name
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
     recipe = run.recipe.model_dump(mode="json") if run.recipe else None
-    text = render_model_card(run_dir.name, run.meta, recipe, read("data_report.json"), read("metrics.json"), export)
+    text = render_model_card(run_dir.name, run.meta, recipe, read("data_report.json"), _metrics(run_dir), export)
     path = Path(directory) / "README.md"
     path.write_text(text, encoding="utf-8")
     return path

@@ -20,6 +20,7 @@ from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.rundir import Run, open_run, records_for, saved_predictions
+from toolkit.scoring import SCORING
 from toolkit.spans.decoding import PredictedSpan
 
 COLUMNS = [
@@ -56,19 +57,18 @@ def saved_system(run: Run, ids: list[str]) -> System | None:
     saved = {i: [PredictedSpan(s["start"], s["end"], s["label"], s["score"]) for s in doc] for i, doc in spans.items()}
     if not all(i in saved for i in ids):
         return None
-    path = run.path
-    task = run.task
+    generates = run.spec.generates
     per_doc = info.get("eval_seconds", 0.0) / max(1, len(saved))
-    tps = info.get("generated_tokens_per_second") if task == "span_generation" else None
+    tps = info.get("generated_tokens_per_second") if generates else None
     return System(
-        path.name,
-        path,
-        task,
+        run.path.name,
+        run.path,
+        run.task,
         [saved[i] for i in ids],
         [halluc.get(i, []) for i in ids],
         per_doc * len(ids),
         tps,
-        "generated tokens/s (saved run)" if task == "span_generation" else "n/a (saved run)",
+        "generated tokens/s (saved run)" if generates else "n/a (saved run)",
     )
 
 
@@ -77,7 +77,7 @@ def run_system(run: Run, texts: list[str]) -> System:
     started = time.perf_counter()
     predictions, unlocated, report = predict_with_report(predictor, texts)
     seconds = time.perf_counter() - started
-    if run.task == "span_generation":
+    if run.spec.generates:
         tps, measure = report.get("generated_tokens_per_second"), "generated tokens/s"
     else:
         tps, measure = (round(report["tokens"] / report["seconds"], 1) if report.get("seconds") else None), "input tokens/s"
@@ -88,15 +88,18 @@ def compare(
     paths: list[Path],
     data: str,
     out: Path,
-    bootstrap: int = 1000,
+    bootstrap: int = SCORING.bootstrap,
     tolerances: list[int] | None = None,
     seed: int = 0,
     max_docs: int | None = None,
     reuse: bool = False,
+    jaccard_threshold: float | None = None,
 ) -> dict:
-    """Score trained runs (or artifacts) on the same documents; writes compare.md/.csv/.json and the plots."""
-    tolerances = tolerances or [1, 3]
+    """Score trained runs (or artifacts) on the same documents; writes compare.md/.csv/.json and the plots.
+    The Jaccard threshold is the one the runs were scored with (their eval.jaccard_threshold) unless given."""
+    tolerances = tolerances or list(SCORING.boundary_tolerance)
     runs = [open_run(p) for p in paths]
+    jaccard_threshold = jaccard_threshold or shared_jaccard_threshold(runs)
     labels = sorted(set.intersection(*(set(r.labels) for r in runs)))
     if not labels:
         raise ToolkitError("the systems share no label", fix="compare systems trained on the same labels")
@@ -113,7 +116,7 @@ def compare(
         s.predictions = [[x for x in doc if x.label in labels] for doc in s.predictions]
         s.unlocated = [[lb for lb in doc if lb in labels] for doc in s.unlocated]
         systems.append(s)
-    summary = summarize(systems, texts, golds, tolerances, bootstrap, seed)
+    summary = summarize(systems, texts, golds, tolerances, bootstrap, seed, jaccard_threshold)
     summary.update(
         {
             "data": data + (f" (first {max_docs} documents)" if max_docs else ""),
@@ -131,12 +134,31 @@ def compare(
     return summary
 
 
-def summarize(systems: list[System], texts: list[str], golds: list, tolerances: list[int], bootstrap: int = 1000, seed: int = 0) -> dict:
-    """Scores of every system (the one scorer) and the paired bootstrap of every pair. Pure."""
+def shared_jaccard_threshold(runs: list[Run]) -> float:
+    """The eval.jaccard_threshold the runs were scored with (the default for runs without a recipe)."""
+    recorded = {r.jaccard_threshold for r in runs}
+    if len(recorded) > 1:
+        raise ToolkitError(
+            f"the systems were scored at different Jaccard thresholds ({sorted(recorded)})", fix="pass --jaccard-threshold to score them all at one"
+        )
+    return recorded.pop()
+
+
+def summarize(
+    systems: list[System],
+    texts: list[str],
+    golds: list,
+    tolerances: list[int],
+    bootstrap: int = SCORING.bootstrap,
+    seed: int = 0,
+    jaccard_threshold: float = SCORING.jaccard_threshold,
+) -> dict:
+    """Scores of every system (the one scorer) and the paired bootstrap of every pair (the observed
+    differences alone with bootstrap 0). Pure."""
     names = _unique_names([s.name for s in systems])
     results, counts = {}, {}
     for name, s in zip(names, systems):
-        m = score(texts, golds, s.predictions, tolerances, 0.5, bootstrap, seed, s.unlocated)
+        m = score(texts, golds, s.predictions, tolerances, jaccard_threshold, bootstrap, seed, s.unlocated)
         m["timing"] = {
             "seconds": round(s.seconds, 2),
             "seconds_per_document": round(s.seconds / max(1, len(texts)), 3),
@@ -146,8 +168,8 @@ def summarize(systems: list[System], texts: list[str], golds: list, tolerances: 
         m["task"] = s.task
         m["run"] = str(s.path)
         results[name] = m
-        counts[name] = document_counts(texts, golds, s.predictions, tolerances, 0.5, s.unlocated)
-    paired = {f"{a} - {b}": paired_bootstrap(counts[a], counts[b], tolerances, bootstrap or 1000, seed) for a, b in itertools.combinations(names, 2)}
+        counts[name] = document_counts(texts, golds, s.predictions, tolerances, jaccard_threshold, s.unlocated)
+    paired = {f"{a} - {b}": paired_bootstrap(counts[a], counts[b], tolerances, bootstrap, seed) for a, b in itertools.combinations(names, 2)}
     return {"boundary_tolerance_words": tolerances, "systems": results, "paired_bootstrap": paired}
 
 
@@ -210,7 +232,9 @@ def _write_table(summary: dict, tolerances: list[int], out: Path) -> None:
     for pair, metrics in summary["paired_bootstrap"].items():
         for key, v in metrics.items():
             if key.endswith("recall"):
-                lines.append(f"| {pair} | {key} | {v['difference']:+.4f} | {v['ci95'][0]:+.3f} to {v['ci95'][1]:+.3f} | {v['p_value']:.3f} |")
+                ci = f"{v['ci95'][0]:+.3f} to {v['ci95'][1]:+.3f}" if v["ci95"] else "n/a (--bootstrap 0)"
+                p = f"{v['p_value']:.3f}" if v["p_value"] is not None else "n/a"
+                lines.append(f"| {pair} | {key} | {v['difference']:+.4f} | {ci} | {p} |")
     lines += ["", "## Recall by gold span length (words)", ""]
     for name, m in summary["systems"].items():
         lines.append(f"- {name}: " + ", ".join(f"{b['words']}: {b['recall']:.2f} (n={b['gold']})" for b in m["length_buckets"]))

@@ -14,23 +14,37 @@ from toolkit.evaluate.thresholds import threshold_counts
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.infer.segmenter import SegmentDecisions
 from toolkit.rundir import PREDICTIONS_FILE, open_run, records_for
+from toolkit.scoring import SCORING
 
 
-def evaluate_run(path: Path, data: str, out: Path | None = None, bootstrap: int = 1000, tolerances: list[int] | None = None) -> tuple[dict, Path]:
-    """Score a trained run on any span file; writes metrics.json, report.md, predictions.jsonl."""
+def evaluate_run(
+    path: Path,
+    data: str,
+    out: Path | None = None,
+    bootstrap: int = SCORING.bootstrap,
+    tolerances: list[int] | None = None,
+    jaccard_threshold: float | None = None,
+) -> tuple[dict, Path]:
+    """Score a trained run on any span file; writes metrics.json, report.md, predictions.jsonl. The Jaccard
+    threshold is the one the run was scored with (its eval.jaccard_threshold) unless given."""
     run = open_run(path)
     predictor = load_predictor(run)
+    jaccard = jaccard_threshold or run.jaccard_threshold
+    tolerances = tolerances or list(SCORING.boundary_tolerance)
     other: Counter = Counter()
     records = records_for(run, data, other=other)
-    predictions, unlocated, timing = predict_with_report(predictor, [r.text for r in records])
     texts, golds = [r.text for r in records], [r.spans for r in records]
-    metrics = score(texts, golds, predictions, tolerances or [1, 3], 0.5, bootstrap, 0, unlocated)
     if isinstance(predictor, SegmentDecisions):
-        # A segment model's curve: its decisions at every threshold of the grid.
-        counts = threshold_counts(texts, golds, predictor.last_segments, predictor.last_probabilities, run.labels)
-        metrics["ranking"] = sweep_metrics(counts, run.labels, bootstrap, 0)
+        # A segment model's curve: its decisions at every threshold of the grid, from one scoring pass.
+        scores = predictor.score(texts)
+        predictions, unlocated, timing = predictor.spans_at(scores), [[] for _ in texts], predictor.last_report
+        counts = threshold_counts(texts, golds, scores.segments, scores.probabilities, run.labels, jaccard_threshold=jaccard)
+        ranking = sweep_metrics(counts, run.labels, bootstrap, 0, jaccard)
     else:
-        metrics["ranking"] = ranking_metrics(texts, golds, predictions, run.labels, 0.5, bootstrap, 0)
+        predictions, unlocated, timing = predict_with_report(predictor, texts)
+        ranking = ranking_metrics(texts, golds, predictions, run.labels, jaccard, bootstrap, 0)
+    metrics = score(texts, golds, predictions, tolerances, jaccard, bootstrap, 0, unlocated)
+    metrics["ranking"] = ranking
     out = out or Path(path) / "eval" / resolve_data_path(data).stem
     extra = {
         "data": str(data),

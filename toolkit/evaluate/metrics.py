@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from toolkit.scoring import SCORING
 from toolkit.spans.error_analysis import analyse_errors
 from toolkit.spans.overlaps import SpanLike, max_disjoint
 from toolkit.spans.words import words
@@ -100,8 +101,8 @@ def count_document(
     text: str,
     gold: Sequence[SpanLike],
     pred: Sequence[SpanLike],
-    tolerances: Sequence[int] = (1, 3),
-    jaccard_threshold: float = 0.5,
+    tolerances: Sequence[int] = SCORING.boundary_tolerance,
+    jaccard_threshold: float = SCORING.jaccard_threshold,
     unlocated: Sequence[str] = (),
 ) -> DocCounts:
     """`unlocated`: labels of predicted spans with no offsets (generated text not found in the document):
@@ -237,7 +238,9 @@ def _seqeval(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: S
     }
 
 
-def document_counts(texts, golds, preds, tolerances: Sequence[int] = (1, 3), jaccard_threshold: float = 0.5, unlocated=None) -> list[DocCounts]:
+def document_counts(
+    texts, golds, preds, tolerances: Sequence[int] = SCORING.boundary_tolerance, jaccard_threshold: float = SCORING.jaccard_threshold, unlocated=None
+) -> list[DocCounts]:
     unlocated = unlocated or [()] * len(texts)
     return [count_document(t, g, p, tolerances, jaccard_threshold, u) for t, g, p, u in zip(texts, golds, preds, unlocated)]
 
@@ -245,16 +248,18 @@ def document_counts(texts, golds, preds, tolerances: Sequence[int] = (1, 3), jac
 PAIRED_METRICS = ("span_recall", "span_precision", "span_f1", "jaccard_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall")
 
 
-def paired_bootstrap(a: Sequence[DocCounts], b: Sequence[DocCounts], tolerances: Sequence[int], n: int = 1000, seed: int = 0) -> dict[str, dict]:
+def paired_bootstrap(a: Sequence[DocCounts], b: Sequence[DocCounts], tolerances: Sequence[int], n: int = SCORING.bootstrap, seed: int = 0) -> dict[str, dict]:
     """Difference a - b of each metric on the same resampled documents: the observed difference,
     its 95% interval, and a two-sided bootstrap p-value (how often the resampled difference
-    falls on the other side of zero, doubled)."""
+    falls on the other side of zero, doubled); with n = 0, the observed difference alone."""
     if len(a) != len(b):
         raise ValueError("paired bootstrap needs the same documents for both systems")
     names, ma = _summary_vector(a, tolerances)
     _, mb = _summary_vector(b, tolerances)
     point_a = _metrics_from_sums(names, ma.sum(axis=0), tolerances)
     point_b = _metrics_from_sums(names, mb.sum(axis=0), tolerances)
+    if n <= 0:  # no resamples asked for: the observed differences only
+        return {key: {"difference": round(float(point_a[key] - point_b[key]), 4), "ci95": None, "p_value": None} for key in PAIRED_METRICS}
     rng = np.random.default_rng(seed)
     sample = rng.integers(0, len(a), size=(n, len(a)))
     boot_a = _metrics_from_sums(names, ma[sample].sum(axis=1), tolerances)
@@ -276,9 +281,9 @@ def score(
     texts: Sequence[str],
     golds: Sequence[Sequence[SpanLike]],
     preds: Sequence[Sequence[SpanLike]],
-    tolerances: Sequence[int] = (1, 3),
-    jaccard_threshold: float = 0.5,
-    bootstrap: int = 1000,
+    tolerances: Sequence[int] = SCORING.boundary_tolerance,
+    jaccard_threshold: float = SCORING.jaccard_threshold,
+    bootstrap: int = SCORING.bootstrap,
     seed: int = 0,
     unlocated: Sequence[Sequence[str]] | None = None,
 ) -> dict:

@@ -11,7 +11,7 @@ precision at a recall of at least 0.8 (0 when the curve never reaches it).
 Here the proposals are a system's predicted spans with their `score` (a tagger's mean token
 probability, a segment model's mean segment probability): spans are ranked by score, and each is
 matched, highest score first, to an unmatched same-label gold clause of its document at word Jaccard
->= 0.5. Curves are given per label and pooled over labels (`micro`, the paper's single curve); the
+at least the run's eval.jaccard_threshold (0.5, CUAD's, by default). Curves are given per label and pooled over labels (`micro`, the paper's single curve); the
 macro figure averages labels that have gold clauses. A system's figures only reflect the spans it
 proposes, so a tagger's curve stops at its recall. A segment model's spans change with the threshold
 (consecutive segments merge), so its curve is traced by deciding at every threshold of a grid instead
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from toolkit.evaluate.metrics import jaccard, word_set
+from toolkit.scoring import SCORING
 from toolkit.spans.overlaps import SpanLike
 
 RECALL_POINTS = (0.8, 0.9)
@@ -125,8 +126,8 @@ def ranking_metrics(
     golds: Sequence[Sequence[SpanLike]],
     preds: Sequence[Sequence[SpanLike]],
     labels: Sequence[str] | None = None,
-    jaccard_threshold: float = 0.5,
-    bootstrap: int = 1000,
+    jaccard_threshold: float = SCORING.jaccard_threshold,
+    bootstrap: int = SCORING.bootstrap,
     seed: int = 0,
 ) -> dict:
     """Per-label, macro and micro AUPR and precision at 80/90% recall, with 95% bootstrap intervals
@@ -170,7 +171,9 @@ def _sweep_figures(counts: np.ndarray) -> dict:
     return _curve_figures(precision[order], recall[order])
 
 
-def sweep_metrics(counts: np.ndarray, labels: Sequence[str], bootstrap: int = 1000, seed: int = 0, jaccard_threshold: float = 0.5) -> dict:
+def sweep_metrics(
+    counts: np.ndarray, labels: Sequence[str], bootstrap: int = SCORING.bootstrap, seed: int = 0, jaccard_threshold: float = SCORING.jaccard_threshold
+) -> dict:
     """The ranking metrics of a segment model, from `evaluate.thresholds.threshold_counts` ([labels,
     thresholds, documents, 3]): each label's curve is traced by deciding at every threshold of the grid,
     since its spans change with the threshold. Same keys as `ranking_metrics`."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.data.jsonl import write_jsonl
 from toolkit.data.schema import SpanRecord
-from toolkit.rundir import METRICS_FILE, REPORT_FILE
+from toolkit.rundir import REPORT_FILE, Metrics, write_metrics_file
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.error_analysis import KINDS
 
@@ -111,7 +110,7 @@ def ranking_lines(ranking: dict) -> list[str]:
 
 def write_metrics(directory: Path, metrics: dict, title: str, extra: dict | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / METRICS_FILE).write_text(json.dumps({**metrics, **({"run": extra} if extra else {})}, indent=2), encoding="utf-8")
+    write_metrics_file(directory, Metrics(**metrics, **({"run": extra} if extra else {})))
     (directory / REPORT_FILE).write_text(markdown_report(title, metrics, extra), encoding="utf-8")
 
 

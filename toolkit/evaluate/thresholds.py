@@ -1,8 +1,8 @@
 """Per-label decision thresholds for segment models, and their precision-recall curves over thresholds.
 Pure (no torch, no I/O).
 
-A label's threshold is the one of THRESHOLD_GRID that maximises its Jaccard F1 (CUAD's matching: word
-Jaccard >= 0.5, one-to-one) on the documents given. Thresholds chosen on a set and scored on the same
+A label's threshold is the one of THRESHOLD_GRID that maximises its Jaccard F1 (one-to-one matching at
+the run's eval.jaccard_threshold, CUAD's 0.5 by default) on the documents given. Thresholds chosen on a set and scored on the same
 set flatter the model, so `cross_fitted_from_counts` also gives each document thresholds chosen on the
 other fold: scoring those predictions is an honest estimate of what the saved thresholds will do on
 new documents.
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from toolkit.evaluate.metrics import jaccard, word_set
+from toolkit.scoring import SCORING
 from toolkit.spans.overlaps import SpanLike
 
 # Balanced positive weights push probabilities up, so the grid is fine near 1; plain BCE on rare labels
@@ -37,7 +38,7 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
 
 
-def _matches(gsets: list[set[str]], psets: list[set[str]], threshold: float = 0.5) -> int:
+def _matches(gsets: list[set[str]], psets: list[set[str]], threshold: float) -> int:
     """One-to-one matches at word Jaccard >= threshold (greedy, best Jaccard first)."""
     pairs = sorted(((j, i, k) for k, p in enumerate(psets) for i, g in enumerate(gsets) if (j := jaccard(g, p)) >= threshold), reverse=True)
     used_g, used_p = set(), set()
@@ -55,6 +56,7 @@ def threshold_counts(
     probs: Sequence[np.ndarray],
     labels: Sequence[str],
     grid: Sequence[float] = THRESHOLD_GRID,
+    jaccard_threshold: float = SCORING.jaccard_threshold,
 ) -> np.ndarray:
     """[labels, thresholds, documents, 3]: (matched, predicted, gold) of each label's spans at each threshold."""
     out = np.zeros((len(labels), len(grid), len(texts), 3), dtype=np.int64)
@@ -65,7 +67,7 @@ def threshold_counts(
             for t_index, t in enumerate(grid):
                 runs = _runs(p[:, j] >= t) if len(segs) else []
                 psets = [cache.setdefault(r, word_set(text[segs[r[0]][0] : segs[r[1]][1]])) for r in runs]
-                out[j, t_index, d] = (_matches(gsets, psets) if runs and gsets else 0, len(runs), len(gsets))
+                out[j, t_index, d] = (_matches(gsets, psets, jaccard_threshold) if runs and gsets else 0, len(runs), len(gsets))
     return out
 
 
@@ -74,7 +76,7 @@ def _f1(counts: np.ndarray) -> np.ndarray:
     return np.where(n_pred + n_gold > 0, 2 * tp / np.maximum(n_pred + n_gold, 1), 0.0)
 
 
-def choose_from_counts(counts: np.ndarray, default: float = 0.5, grid: Sequence[float] = THRESHOLD_GRID) -> list[float]:
+def choose_from_counts(counts: np.ndarray, default: float = SCORING.decision_threshold, grid: Sequence[float] = THRESHOLD_GRID) -> list[float]:
     """The best grid threshold per label from `threshold_counts` summed over the documents given;
     ties go to the higher threshold (fewer, surer spans for a reviewer); `default` without gold spans."""
     totals = counts.sum(axis=2)  # [labels, thresholds, 3]
@@ -89,7 +91,7 @@ def choose_from_counts(counts: np.ndarray, default: float = 0.5, grid: Sequence[
     return chosen
 
 
-def cross_fitted_from_counts(counts: np.ndarray, default: float = 0.5) -> list[list[float]]:
+def cross_fitted_from_counts(counts: np.ndarray, default: float = SCORING.decision_threshold) -> list[list[float]]:
     """Per document, the thresholds chosen on the other fold (documents split by even and odd position)."""
     n_docs = counts.shape[2]
     folds = [list(range(0, n_docs, 2)), list(range(1, n_docs, 2))]

@@ -46,8 +46,9 @@ class CompletionSpec:
     min_similarity: float = 90.0  # text and anchors: fuzzy recovery threshold (rapidfuzz, 0-100)
 
     @classmethod
-    def from_meta(cls, meta: dict) -> CompletionSpec:
-        return cls(meta.get("target", "text"), meta.get("anchor_words", 4), meta.get("min_overlap", 0.5), meta.get("min_similarity", 90.0))
+    def of(cls, generation) -> CompletionSpec:
+        """The spec of a recipe's (or a saved model's) `generation` section."""
+        return cls(generation.target, generation.anchor_words, generation.min_overlap, generation.min_similarity)
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ from toolkit.infer.backend import load_model_dir
 from toolkit.infer.completions import CompletionSpec, WindowReading, document_spans, document_views, prompt_body, read_completion
 from toolkit.infer.prompts import render_prompt
 from toolkit.infer.selector import WindowSelector
-from toolkit.rundir import Run, open_run
+from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 
 
-def inference_autocast(meta: dict, device: str) -> str | None:
+def inference_autocast(meta: ModelMeta, device: str) -> str | None:
     """bfloat16 when the model asks for it (generation.precision=prefer_bf16) and the device has bf16 units."""
-    if meta.get("precision") != "prefer_bf16" or meta.get("export", {}).get("runtime") == "onnx":
+    if meta.generation.precision != "prefer_bf16" or (meta.export is not None and meta.export.runtime == "onnx"):
         return None
     from toolkit.hardware import bf16_supported
 
@@ -34,12 +34,12 @@ def inference_autocast(meta: dict, device: str) -> str | None:
 class SpanGenerator:
     """A trained span-generation model: generates each window's spans and maps them back to character offsets."""
 
-    def __init__(self, model, tokenizer, meta: dict, device: str = "cpu", selector: WindowSelector | None = None):
+    def __init__(self, model, tokenizer, meta: ModelMeta, device: str = "cpu", selector: WindowSelector | None = None):
         self.model = model.eval() if hasattr(model, "eval") else model
         self.tokenizer = tokenizer
         self.meta = meta
-        self.labels = list(meta["labels"])
-        self.spec = CompletionSpec.from_meta(meta)
+        self.labels = list(meta.labels)
+        self.spec = CompletionSpec.of(meta.generation)
         self.device = device
         self.selector = selector
         # "bfloat16": generate under autocast (generation.precision=prefer_bf16 on a machine with bf16 units).
@@ -51,17 +51,17 @@ class SpanGenerator:
     def load(cls, run: Run | Path, device: str | None = None) -> SpanGenerator:
         run = run if isinstance(run, Run) else open_run(run)
         model, tokenizer, meta, device = load_model_dir(run, "AutoModelForCausalLM", device)
-        generator = cls(model, tokenizer, meta, device, WindowSelector.load(run.model_dir, meta))
+        generator = cls(model, tokenizer, meta, device, WindowSelector.load(run.model_dir, meta.selector))
         generator.autocast = run.autocast or generator.autocast  # an exported bf16 path runs as its export measured it
         return generator
 
     def prompt(self, texts: Sequence[str], view) -> str:
         """One window's prompt as the model sees it (export parity reads the same)."""
-        return render_prompt(self.tokenizer, prompt_body(self.spec, view, texts[view.doc], self.labels), self.meta.get("chat_template", False))
+        return render_prompt(self.tokenizer, prompt_body(self.spec, view, texts[view.doc], self.labels), self.meta.generation.chat_template)
 
     def views(self, texts: Sequence[str]) -> tuple[list, list[list[tuple[int, int]]]]:
         """Every window of every document as the decoder reads it, and each document's segments (segments target)."""
-        return document_views(self.tokenizer, list(texts), self.spec, self.meta["max_length"], self.meta["stride"])
+        return document_views(self.tokenizer, list(texts), self.spec, self.meta.max_length, self.meta.stride)
 
     def generate(self, prompts: Sequence[str], grammars: Sequence | None) -> tuple[list[tuple[str, bool]], int]:
         """Greedy completions for a batch of prompts (left-padded): (text, ended with EOS) each, and the generated-token count."""
@@ -77,7 +77,7 @@ class SpanGenerator:
         with torch.inference_mode(), autocast:
             out = self.model.generate(
                 **enc,
-                max_new_tokens=self.meta["max_new_tokens"],
+                max_new_tokens=self.meta.generation.max_new_tokens,
                 do_sample=False,
                 logits_processor=processors,
                 eos_token_id=self.tokenizer.eos_token_id,
@@ -96,8 +96,8 @@ class SpanGenerator:
     def predict(self, texts: Sequence[str], constrained: bool | None = None, batch_size: int | None = None) -> list[list[PredictedSpan]]:
         from toolkit.infer.constrained import grammar_for
 
-        constrained = self.meta.get("constrained", False) if constrained is None else constrained
-        batch_size = batch_size or self.meta.get("batch_size", 8)
+        constrained = self.meta.generation.constrained if constrained is None else constrained
+        batch_size = batch_size or self.meta.generation.batch_size
         started = time.perf_counter()
         texts = list(texts)
         views, segments = self.views(texts)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.infer.segmenter import SegmentDecisions
-from toolkit.rundir import Run, open_run
+from toolkit.infer.segmenter import SegmentDecisions, SegmentScores
+from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.segments import segment_text
 
@@ -37,7 +37,7 @@ def segment_inputs(text: str, segments: Sequence[tuple[int, int]]) -> list[str]:
 class LinearSegmentClassifier(SegmentDecisions):
     """TF-IDF + logistic regression per label over segments (scikit-learn)."""
 
-    def __init__(self, pipeline, meta: dict):
+    def __init__(self, pipeline, meta: ModelMeta):
         self.pipeline = pipeline
         self.meta = meta
         self.init_decisions(meta)
@@ -50,7 +50,8 @@ class LinearSegmentClassifier(SegmentDecisions):
         run = run if isinstance(run, Run) else open_run(run)
         return cls(joblib.load(run.model_dir / LINEAR_FILE), run.meta)
 
-    def segment_probabilities(self, texts: Sequence[str]) -> tuple[list, list[np.ndarray]]:
+    def score(self, texts: Sequence[str], batch_size: int | None = None) -> SegmentScores:
+        start = time.perf_counter()
         segments = [segment_text(t) for t in texts]
         inputs = [segment_inputs(t, segs) for t, segs in zip(texts, segments)]
         flat = [x for doc in inputs for x in doc]
@@ -59,11 +60,8 @@ class LinearSegmentClassifier(SegmentDecisions):
         for doc in inputs:
             out.append(probs[at : at + len(doc)].reshape(len(doc), len(self.labels)))
             at += len(doc)
-        return segments, out
+        self.last_report = {"seconds": time.perf_counter() - start, "windows": sum(len(s) for s in segments), "tokens": 0}
+        return SegmentScores(segments, out)
 
     def predict(self, texts: Sequence[str], batch_size: int | None = None) -> list[list[PredictedSpan]]:
-        start = time.perf_counter()
-        self.last_segments, self.last_probabilities = self.segment_probabilities(texts)
-        spans = self.spans_at(texts, self.thresholds)
-        self.last_report = {"seconds": time.perf_counter() - start, "windows": sum(len(s) for s in self.last_segments), "tokens": 0}
-        return spans
+        return self.spans_at(self.score(texts))

@@ -92,11 +92,11 @@ class WindowSelector:
         self.threshold = threshold
 
     @classmethod
-    def load(cls, model_dir: Path, meta: dict) -> WindowSelector | None:
+    def load(cls, model_dir: Path, info: dict | None) -> WindowSelector | None:
+        """The fitted selector a model saved (its report: toolkit.json "selector"); None when it has none."""
         import joblib
 
-        info = meta.get("selector") or {}
-        if not info.get("fitted"):
+        if not (info and info["fitted"]):
             return None
         return cls(joblib.load(Path(model_dir) / SELECTOR_FILE), float(info["threshold"]))
 

@@ -14,21 +14,20 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.infer.backend import load_model_dir
-from toolkit.rundir import Run, open_run
+from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan, decode_documents
-from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window, make_windows
 
 
 class Tagger:
     """A trained token-classification model with its windowing and decoding settings."""
 
-    def __init__(self, model, tokenizer, meta: dict, device: str = "cpu"):
+    def __init__(self, model, tokenizer, meta: ModelMeta, device: str = "cpu"):
         # A torch module, or optimum's ORTModel (an exported artifact): both take the same call.
         self.model = model.eval() if hasattr(model, "eval") else model
         self.tokenizer = tokenizer
         self.meta = meta
-        self.space = LabelSpace.from_meta(meta)
+        self.space = meta.space
         self.device = device
         # "bfloat16": run a PyTorch model under autocast (machines with bf16 units); None: as stored.
         self.autocast: str | None = None
@@ -49,7 +48,7 @@ class Tagger:
         return tagger
 
     def windows(self, texts: Sequence[str]) -> list[Window]:
-        return make_windows(self.tokenizer, texts, self.meta["max_length"], self.meta["stride"])
+        return make_windows(self.tokenizer, texts, self.meta.max_length, self.meta.stride)
 
     def logits(self, windows: Sequence[Window], batch_size: int = 16) -> list[np.ndarray]:
         """Per-window logits [tokens, outputs]; windows are batched by length to limit padding."""

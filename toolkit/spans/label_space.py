@@ -50,8 +50,3 @@ class LabelSpace:
 
     def to_meta(self) -> dict:
         return {"labels": list(self.labels), "multi_label": self.multi_label, "label_all_subtokens": self.label_all_subtokens, "decoding": self.decoding}
-
-    @classmethod
-    def from_meta(cls, meta: dict) -> LabelSpace:
-        # Models saved before `decoding` existed were decoded by argmax.
-        return cls(tuple(meta["labels"]), meta["multi_label"], meta["label_all_subtokens"], meta.get("decoding", "argmax"))

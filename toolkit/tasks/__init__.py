@@ -1,53 +1,30 @@
-"""Training: one flow per recipe `task:`, all run by the same skeleton (`flow.run_flow`)."""
+"""Training: one flow per recipe `task:` (its `Task` in `toolkit.registry` names it), all run by the
+same skeleton (`flow.run_flow`)."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
-from toolkit.config import Recipe, load_recipe
+from toolkit.config import load_recipe
 from toolkit.errors import ToolkitError
+from toolkit.registry import RecipeBase, task_of
 from toolkit.rundir import METRICS_FILE, run_dir_for
-from toolkit.tasks.flow import Flow, RunResult, plan_flow, run_flow
-
-# task -> (module, Flow class); modules are imported on demand.
-FLOWS = {
-    "token_classification": ("toolkit.tasks.token_classification", "TokenClassification"),
-    "segment_classification": ("toolkit.tasks.segment_classification", "SegmentClassification"),
-    "span_generation": ("toolkit.tasks.span_generation", "SpanGeneration"),
-    "pretrain_mlm": ("toolkit.tasks.pretrain", "Pretraining"),
-    "pretrain_clm": ("toolkit.tasks.pretrain", "Pretraining"),
-}
+from toolkit.tasks.flow import Flow, RunResult
 
 
-def flow_for(task: str) -> Flow:
-    if task not in FLOWS:
-        raise ToolkitError(f"task {task!r} is not implemented", fix=f"use task: one of {', '.join(FLOWS)}")
-    module, name = FLOWS[task]
-    return getattr(importlib.import_module(module), name)()
+def flow_for(recipe: RecipeBase) -> Flow:
+    """The training flow of a recipe's task (its module imported on demand)."""
+    return task_of(recipe).flow_class()()
 
 
-def _is_linear(recipe: Recipe) -> bool:
-    """The segment task's bag-of-words baseline (`model.name: linear`) trains without a Trainer."""
-    return recipe.task == "segment_classification" and recipe.model.name == "linear"
-
-
-def run_recipe(recipe: Recipe, run_dir: Path) -> RunResult | None:
+def run_recipe(recipe: RecipeBase, run_dir: Path) -> RunResult | None:
     """Train, save and score one run of a recipe (None on processes other than rank 0)."""
-    if _is_linear(recipe):
-        from toolkit.tasks.segment_linear import run_linear
-
-        return run_linear(recipe, run_dir)
-    return run_flow(flow_for(recipe.task), recipe, run_dir)
+    return flow_for(recipe).run(recipe, run_dir)
 
 
-def plan_recipe(recipe: Recipe) -> dict:
+def plan_recipe(recipe: RecipeBase) -> dict:
     """What --dry-run shows: the data and model prepared, nothing trained."""
-    if _is_linear(recipe):
-        from toolkit.tasks.segment_linear import plan_linear
-
-        return plan_linear(recipe)
-    return plan_flow(flow_for(recipe.task), recipe)
+    return flow_for(recipe).plan(recipe)
 
 
 def ensure_run(ref: str | Path) -> Path:

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from toolkit.config import Recipe
 from toolkit.data.schema import SpanRecord
 from toolkit.evaluate.metrics import score
+from toolkit.registry.extraction import ExtractionRecipe
 
 CLOCK_FILE = "toolkit_clock.json"
 # What a curve point keeps of the scorer's output (with their 95% CIs).
@@ -70,7 +70,7 @@ class TrainingClock(_callback_base()):
 class CurveCallback(_callback_base()):
     """At every evaluation (checkpoint), score the model on the curve documents and append a line to curve.jsonl."""
 
-    def __init__(self, clock: TrainingClock, predict: Callable, records: list[SpanRecord], recipe: Recipe, path: Path, stage: str | None = None):
+    def __init__(self, clock: TrainingClock, predict: Callable, records: list[SpanRecord], recipe: ExtractionRecipe, path: Path, stage: str | None = None):
         self.clock = clock
         self.predict = predict  # model -> (predictions, unlocated labels per document, inference seconds)
         self.records = records

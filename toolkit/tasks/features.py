@@ -10,11 +10,11 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from toolkit.config import Recipe
 from toolkit.data.records import filter_labels
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.infer.prompts import render_prompt
+from toolkit.registry import RecipeBase
 from toolkit.spans.alignment import IGNORE, flat_targets, multi_label_targets, representable
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window, make_windows
@@ -38,7 +38,7 @@ class FeatureReport:
         return {**self.__dict__, "spans_other_labels": dict(self.spans_other_labels)}
 
 
-def labels_to_learn(recipe: Recipe, train_records: list[SpanRecord]) -> list[str]:
+def labels_to_learn(recipe: RecipeBase, train_records: list[SpanRecord]) -> list[str]:
     """data.labels, or every label in the training data; no label at all is a user error."""
     labels = recipe.data.labels or sorted({s.label for r in train_records for s in r.spans})
     if not labels:

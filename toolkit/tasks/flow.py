@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.config import Recipe
 from toolkit.evaluate.reporting import score_table, write_metrics
+from toolkit.registry import RecipeBase
 from toolkit.rundir import MODEL_DIR, start_run_dir, write_train_log
 from toolkit.tasks.training import is_main_process, peak_cuda_mib, peak_rss_mib, train_resuming, world_size
 
@@ -49,26 +49,26 @@ class Flow:
 
     clock = None  # the run's TrainingClock (curves.py), set by `instrument`
 
-    def prepare(self, recipe: Recipe) -> Prepared:
+    def prepare(self, recipe: RecipeBase) -> Prepared:
         raise NotImplementedError
 
-    def trainer(self, recipe: Recipe, run_dir: Path, prepared: Prepared):
+    def trainer(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared):
         """A transformers Trainer (checkpoints in run_dir/checkpoints)."""
         raise NotImplementedError
 
-    def predictor(self, recipe: Recipe, prepared: Prepared, model):
+    def predictor(self, recipe: RecipeBase, prepared: Prepared, model):
         """The task's predictor (Tagger, SegmentClassifier, SpanGenerator) over a model in training, for the
         learning curve (eval.curve_docs)."""
         raise NotImplementedError(f"{type(self).__name__} has no predictor")
 
-    def curve_predictions(self, recipe: Recipe, prepared: Prepared, model, records) -> tuple[list, list[list[str]], float]:
+    def curve_predictions(self, recipe: RecipeBase, prepared: Prepared, model, records) -> tuple[list, list[list[str]], float]:
         """(predictions, unlocated labels per document, seconds) of the model in training on `records`."""
         from toolkit.infer import predict_with_report
 
         predictions, unlocated, report = predict_with_report(self.predictor(recipe, prepared, model), [r.text for r in records])
         return predictions, unlocated, report["seconds"]
 
-    def instrument(self, trainer, recipe: Recipe, run_dir: Path, prepared: Prepared, stage: str | None = None) -> None:
+    def instrument(self, trainer, recipe: RecipeBase, run_dir: Path, prepared: Prepared, stage: str | None = None) -> None:
         """The training clock (and budget, train.max_seconds) and the learning curve (eval.curve_docs) on a
         Trainer; a later training stage shares the first stage's clock."""
         from toolkit.rundir import CURVE_FILE
@@ -77,8 +77,8 @@ class Flow:
         if getattr(self, "clock", None) is None:
             self.clock = TrainingClock(recipe.train.max_seconds)
         trainer.add_callback(self.clock)
-        if recipe.eval.curve_docs:
-            records = prepared.dev_records[: recipe.eval.curve_docs]  # type: ignore[attr-defined]
+        if recipe.curve_documents():
+            records = prepared.dev_records[: recipe.curve_documents()]  # type: ignore[attr-defined]
             predict = lambda model: self.curve_predictions(recipe, prepared, model, records)  # noqa: E731
             trainer.add_callback(CurveCallback(self.clock, predict, records, recipe, run_dir / CURVE_FILE, stage))
 
@@ -88,7 +88,7 @@ class Flow:
     def after_training(self, trainer, prepared: Prepared) -> None:
         """Runs on every process after training, before rank 0 saves and scores."""
 
-    def train(self, recipe: Recipe, run_dir: Path, prepared: Prepared):
+    def train(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared):
         """(trainer, TrainingSpan): build the Trainer and train it, resuming from its checkpoints. A task
         that trains in stages (segment_classification's hard negatives) extends this."""
         trainer = self.trainer(recipe, run_dir, prepared)
@@ -98,24 +98,32 @@ class Flow:
         self.after_training(trainer, prepared)
         return trainer, span
 
-    def save(self, recipe: Recipe, prepared: Prepared, model, directory: Path) -> None:
+    def save(self, recipe: RecipeBase, prepared: Prepared, model, directory: Path) -> None:
         raise NotImplementedError
 
-    def evaluate(self, recipe: Recipe, run_dir: Path, prepared: Prepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared, trainer) -> tuple[dict, dict]:
         """(metrics, task-specific run information), scoring what `save` wrote; rank 0 only."""
         raise NotImplementedError
 
-    def write(self, recipe: Recipe, result: RunResult) -> None:
+    def write(self, recipe: RecipeBase, result: RunResult) -> None:
         """metrics.json and report.md."""
         metrics = {k: v for k, v in result.metrics.items() if k != "run"}
         write_metrics(result.run_dir, metrics, f"{recipe.name}: dev", result.run)
 
-    def summary(self, recipe: Recipe, result: RunResult):
+    def run(self, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
+        """Train, save and score one run (None on processes other than rank 0)."""
+        return run_flow(self, recipe, run_dir)
+
+    def plan(self, recipe: RecipeBase) -> dict:
+        """--dry-run: the data and model prepared, nothing trained."""
+        return plan_flow(self, recipe)
+
+    def summary(self, recipe: RecipeBase, result: RunResult):
         """What `toolkit run` prints: the headline dev metrics with their CIs."""
         return score_table(f"{recipe.name} (run directory: {result.run_dir})", result.metrics)
 
 
-def plan_flow(flow: Flow, recipe: Recipe) -> dict:
+def plan_flow(flow: Flow, recipe: RecipeBase) -> dict:
     """--dry-run: prepare and plan, train nothing."""
     from transformers import set_seed
 
@@ -123,7 +131,7 @@ def plan_flow(flow: Flow, recipe: Recipe) -> dict:
     return flow.prepare(recipe).plan
 
 
-def run_flow(flow: Flow, recipe: Recipe, run_dir: Path) -> RunResult | None:
+def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
     """Train, save and score one run. Returns the result on rank 0 (None on other ranks)."""
     from transformers import set_seed
 

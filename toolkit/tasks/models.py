@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from toolkit.config import LoraConfigModel, ModelConfig
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.pretrained import default_decoder, default_encoder, fix_decoder_tokenizer, load_tokenizer
+from toolkit.sections import LoraConfigModel, ModelConfig, PretrainedModelConfig
 from toolkit.spans.label_space import LabelSpace
 
 # Config attribute names per knob, across architectures (BERT/RoBERTa, DistilBERT, Llama/GPT-2 ...).
@@ -17,12 +17,11 @@ DROPOUT_ATTRS = {
 }
 
 
-def resolve_model_name(name: str, task: str = "token_classification") -> str:
+def resolve_model_name(name: str, decoder: bool = False) -> str:
+    """A recipe's model.name; 'default' is the offline encoder, or the offline decoder for a decoder task."""
     if name != "default":
         return name
-    if task in ("span_generation", "pretrain_clm"):
-        return default_decoder()
-    return default_encoder()
+    return default_decoder() if decoder else default_encoder()
 
 
 def apply_dropout(config, dropout) -> dict[str, float]:
@@ -99,12 +98,13 @@ def _token_classifier(cfg: ModelConfig, names: list[str]):
     return model, tokenizer
 
 
-def build_causal_model(m: ModelConfig):
-    """(model, tokenizer): any causal LM, LoRA through peft unless full fine-tuning; QLoRA on CUDA."""
+def build_causal_model(m: ModelConfig, quantization: str = "none"):
+    """(model, tokenizer): any causal LM, LoRA through peft unless full fine-tuning; QLoRA on CUDA
+    (quantization "4bit", span_generation's model.quantization)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    name = resolve_model_name(m.name, "span_generation")
+    name = resolve_model_name(m.name, decoder=True)
     tokenizer = load_tokenizer(name)
     if tokenizer.eos_token is None:
         raise ToolkitError(f"tokenizer of {name!r} has no end-of-sequence token", fix="use a causal LM whose tokenizer defines eos_token")
@@ -115,7 +115,7 @@ def build_causal_model(m: ModelConfig):
     config = AutoConfig.from_pretrained(name)
     apply_dropout(config, m.dropout)
     kwargs = {}
-    if m.quantization == "4bit":
+    if quantization == "4bit":
         if not torch.cuda.is_available():
             raise ConfigError("model.quantization=4bit (QLoRA) needs a CUDA device", fix="set model.quantization=none on CPU")
         try:
@@ -132,7 +132,7 @@ def build_causal_model(m: ModelConfig):
     if m.lora.enabled:
         from peft import TaskType, get_peft_model, prepare_model_for_kbit_training
 
-        if m.quantization == "4bit":
+        if quantization == "4bit":
             model = prepare_model_for_kbit_training(model)
         model = get_peft_model(model, lora_config(m.lora, TaskType.CAUSAL_LM, config))
     return model, tokenizer
@@ -160,15 +160,13 @@ def lora_config(lora: LoraConfigModel, task_type, config, **extra):
     )
 
 
-def build_masked_model(m: ModelConfig):
+def build_masked_model(m: PretrainedModelConfig):
     """(model, tokenizer, head_initialised). An encoder saved without its MLM head (the
     offline MiniLM) gets one: decoder tied to the input embeddings, transform = identity."""
     import torch
     from transformers import AutoConfig, AutoModelForMaskedLM
 
-    if m.lora.enabled:
-        raise ConfigError("model.lora applies to token_classification, span_generation and pretrain_clm", fix="set model.lora.enabled=false for pretrain_mlm")
-    name = resolve_model_name(m.name, "token_classification")
+    name = resolve_model_name(m.name)
     tokenizer = load_tokenizer(name)
     if tokenizer.mask_token is None:
         raise ConfigError(f"tokenizer of {name!r} has no mask token", fix="pretrain_mlm needs an encoder with a [MASK] token (use pretrain_clm for decoders)")

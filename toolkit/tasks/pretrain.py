@@ -10,16 +10,15 @@ random / unchanged shares and whole-word masking all configurable).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.config import Recipe
 from toolkit.data.corpora import TextReport, pack_blocks, read_texts, split_blocks
 from toolkit.errors import ConfigError
-from toolkit.rundir import METRICS_FILE, REPORT_FILE, save_model_dir
+from toolkit.registry.pretraining import CausalPretrainRecipe, MaskedPretrainRecipe
+from toolkit.rundir import REPORT_FILE, Metrics, ModelMeta, save_model_dir, write_metrics_file
 from toolkit.tasks.flow import Flow, Prepared, RunResult
 from toolkit.tasks.models import build_causal_model, build_masked_model
 from toolkit.tasks.training import pad_collator, parameter_counts, training_arguments
@@ -40,7 +39,7 @@ def make_blocks(tokenizer, texts: list[str], block_size: int, packing: bool, obj
     return blocks
 
 
-def masking_collator(tokenizer, recipe: Recipe, seed: int | None = None, mlm_probability: float | None = None):
+def masking_collator(tokenizer, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, seed: int | None = None, mlm_probability: float | None = None):
     """The MLM collator exactly as configured (also what the masking-rate tests measure);
     `mlm_probability` overrides the selection rate (held-out masks)."""
     from transformers import DataCollatorForLanguageModeling
@@ -124,11 +123,11 @@ class PretrainPrepared(Prepared):
 class Pretraining(Flow):
     """pretrain_mlm and pretrain_clm: one flow, the objective read from the task."""
 
-    def prepare(self, recipe: Recipe, with_training_text: bool = True) -> PretrainPrepared:
+    def prepare(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, with_training_text: bool = True) -> PretrainPrepared:
         """Model, tokenizer, training blocks (none when only scoring), the fixed held-out set and the collator."""
         from transformers import DataCollatorForLanguageModeling
 
-        objective = "mlm" if recipe.task == "pretrain_mlm" else "clm"
+        objective = recipe.objective
         p = recipe.pretrain
         if objective == "mlm":
             model, tokenizer, head_initialised = build_masked_model(recipe.model)
@@ -172,7 +171,7 @@ class Pretraining(Flow):
             _TrainEvalCollator(train_collator, pad_collator(tokenizer.pad_token_id or 0)),
         )
 
-    def trainer(self, recipe: Recipe, run_dir: Path, p: PretrainPrepared):
+    def trainer(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, run_dir: Path, p: PretrainPrepared):
         from datasets import Dataset
         from transformers import Trainer
 
@@ -194,24 +193,24 @@ class Pretraining(Flow):
     def after_training(self, trainer, p: PretrainPrepared) -> None:
         p.after = _summary(trainer.evaluate(metric_key_prefix="eval"))
 
-    def save(self, recipe: Recipe, p: PretrainPrepared, model, directory: Path) -> None:
+    def save(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, p: PretrainPrepared, model, directory: Path) -> None:
         """A plain model directory (LoRA merged) that fine-tuning recipes take as model.name."""
-        save_model_dir(model, p.tokenizer, directory, {"task": recipe.task, "base_model": recipe.model.name, "max_length": recipe.model.max_length})
+        save_model_dir(model, p.tokenizer, directory, ModelMeta(task=recipe.task, base_model=recipe.model.name, max_length=recipe.model.max_length))
 
-    def evaluate(self, recipe: Recipe, run_dir: Path, p: PretrainPrepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, run_dir: Path, p: PretrainPrepared, trainer) -> tuple[dict, dict]:
         # Scored before and after training (collectively, on every process); nothing is left to score here.
         metrics = {"before": p.before, "after": p.after, "summary": p.after}  # sweeps rank trials by summary (e.g. token_accuracy)
         return metrics, {"objective": p.objective, "heldout_mlm_probability": p.plan["held_out"]["mlm_probability"]}
 
-    def write(self, recipe: Recipe, result: RunResult) -> None:
-        (result.run_dir / METRICS_FILE).write_text(json.dumps(result.metrics, indent=2) + "\n", encoding="utf-8")
+    def write(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, result: RunResult) -> None:
+        write_metrics_file(result.run_dir, Metrics(**result.metrics))
         (result.run_dir / REPORT_FILE).write_text(_report(recipe, result.metrics), encoding="utf-8")
 
-    def summary(self, recipe: Recipe, result: RunResult) -> str:
+    def summary(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, result: RunResult) -> str:
         return _report(recipe, result.metrics)
 
 
-def score_heldout(recipe: Recipe, scratch_dir: Path) -> dict:
+def score_heldout(recipe: MaskedPretrainRecipe | CausalPretrainRecipe, scratch_dir: Path) -> dict:
     """Held-out loss / perplexity / token accuracy of `recipe.model.name` without training:
     the recipe's blocks and seeded masks, so models adapted at different rates can be
     compared on identical masks (set pretrain.eval_mlm_probability)."""
@@ -234,7 +233,7 @@ class _TrainEvalCollator:
         return self.evaluate(features) if "labels" in features[0] else self.train(features)
 
 
-def _report(recipe: Recipe, result: dict) -> str:
+def _report(recipe: MaskedPretrainRecipe | CausalPretrainRecipe, result: dict) -> str:
     b, a = result["before"], result["after"]
     kind = "masked-token" if result["run"]["objective"] == "mlm" else "next-token"
     lines = [

@@ -19,23 +19,22 @@ and training continues on them (`train`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.config import HardNegativesConfig, Recipe
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
-from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import sweep_metrics
-from toolkit.infer.segmenter import SegmentClassifier
-from toolkit.rundir import save_model_dir
+from toolkit.infer.segmenter import SegmentClassifier, SegmentScores
+from toolkit.registry.segment_classification import SegmentClassificationRecipe
+from toolkit.rundir import ModelMeta, save_model_dir
+from toolkit.sections import HardNegativesConfig
 from toolkit.spans.label_space import LabelSpace
 from toolkit.tasks.features import FeatureReport, SegmentWindows, choose_hard_negatives, labels_to_learn, segment_features
-from toolkit.tasks.flow import Flow, Prepared, RunResult
+from toolkit.tasks.flow import Flow, Prepared
 from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import score_segment_model, sweep_and_cross_fit
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
@@ -178,7 +177,7 @@ class SegmentPrepared(Prepared):
 
 
 class SegmentClassification(Flow):
-    def prepare(self, recipe: Recipe) -> SegmentPrepared:
+    def prepare(self, recipe: SegmentClassificationRecipe) -> SegmentPrepared:
         """Data, labels, model and segment features: everything before training."""
         train_records, dev_records = load_splits(recipe)
         labels = labels_to_learn(recipe, train_records)
@@ -198,7 +197,7 @@ class SegmentClassification(Flow):
         }
         return SegmentPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train, dev, train_report, dev_report, left_out)
 
-    def train(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared):
+    def train(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared):
         """Train; then, with segments.hard_negatives, mine hard negatives and train on with them."""
         trainer, span = super().train(recipe, run_dir, p)
         hard = recipe.segments.hard_negatives
@@ -218,13 +217,14 @@ class SegmentClassification(Flow):
         later = dataclasses.replace(later, seconds=later.seconds + mining_seconds, evaluation_seconds=later.evaluation_seconds + mining_seconds)
         return trainer, span.then(later, "hard_negatives")
 
-    def trainer(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared, train: SegmentWindows | None = None, stage: str | None = None):
+    def trainer(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, train: SegmentWindows | None = None, stage: str | None = None):
         """The Trainer on p.train; a later `stage` trains `train` for segments.hard_negatives.epochs, with
         its own checkpoints (run_dir/checkpoints_<stage>), from the model as the first stage left it."""
         from transformers import EarlyStoppingCallback
 
         texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
         scorer = SegmentClassifier(None, p.tokenizer, self._meta(recipe, p))  # decoding only: the Trainer runs the model
+        jaccard = recipe.eval.jaccard_threshold
 
         def compute_metrics(pred) -> dict:
             """Dev at 0.5, and what thresholds do not decide: macro AUPR over the threshold sweep and Jaccard
@@ -232,13 +232,13 @@ class SegmentClassification(Flow):
             shows how soon the model ranks clauses, whatever its calibration."""
             logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
             windows = p.dev.windows
-            spans = scorer.decode(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)])
-            summary = score(texts, golds, spans, bootstrap=0)["summary"]
-            counts, crossed_spans = sweep_and_cross_fit(scorer, texts, golds, p.labels)
-            crossed = score(texts, golds, crossed_spans, bootstrap=0)["summary"]
+            scores = SegmentScores(*scorer.probabilities(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)]))
+            summary = score(texts, golds, scorer.spans_at(scores), jaccard_threshold=jaccard, bootstrap=0)["summary"]
+            counts, crossed_spans = sweep_and_cross_fit(scorer, scores, texts, golds, p.labels, jaccard)
+            crossed = score(texts, golds, crossed_spans, jaccard_threshold=jaccard, bootstrap=0)["summary"]
             return {
                 **{k: summary[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")},
-                "macro_aupr": sweep_metrics(counts, p.labels, bootstrap=0)["macro"].get("aupr", 0.0),
+                "macro_aupr": sweep_metrics(counts, p.labels, bootstrap=0, jaccard_threshold=jaccard)["macro"].get("aupr", 0.0),
                 **{f"tuned_{k}": crossed[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "boundary_both_recall")},
             }
 
@@ -261,35 +261,34 @@ class SegmentClassification(Flow):
             focal_gamma=s.focal_gamma,
         )
 
-    def _meta(self, recipe: Recipe, p: SegmentPrepared) -> dict:
-        return {
-            "task": "segment_classification",
+    def _meta(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared) -> ModelMeta:
+        return ModelMeta(
+            task=recipe.task,
             # multi_label: labels are decided independently and their spans may overlap.
             **LabelSpace(tuple(p.labels), multi_label=True).to_meta(),
-            "max_length": recipe.model.max_length,
-            "stride": recipe.model.stride,
-            "min_overlap": recipe.segments.min_overlap,
-            "thresholds": None,
-        }
+            max_length=recipe.model.max_length,
+            stride=recipe.model.stride,
+            min_overlap=recipe.segments.min_overlap,
+        )
 
-    def predictor(self, recipe: Recipe, p: SegmentPrepared, model) -> SegmentClassifier:
+    def predictor(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model) -> SegmentClassifier:
         return SegmentClassifier(model, p.tokenizer, self._meta(recipe, p), str(next(model.parameters()).device))
 
-    def curve_predictions(self, recipe: Recipe, p: SegmentPrepared, model, records) -> tuple[list, list[list[str]], float]:
+    def curve_predictions(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, records) -> tuple[list, list[list[str]], float]:
         """Spans at thresholds cross-fitted over two halves of the curve documents, as the final scoring does."""
         classifier = self.predictor(recipe, p, model)
         texts = [r.text for r in records]
-        classifier.predict(texts, recipe.train.eval_batch_size)
-        _, crossed = sweep_and_cross_fit(classifier, texts, [r.spans for r in records], p.labels)
+        scores = classifier.score(texts, recipe.train.eval_batch_size)
+        _, crossed = sweep_and_cross_fit(classifier, scores, texts, [r.spans for r in records], p.labels, recipe.eval.jaccard_threshold)
         return crossed, [[] for _ in records], classifier.last_report["seconds"]
 
-    def save(self, recipe: Recipe, p: SegmentPrepared, model, directory: Path) -> None:
+    def save(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, directory: Path) -> None:
         """A model directory loadable by `SegmentClassifier.load` and exportable; thresholds are added by `evaluate`."""
         save_model_dir(model, p.tokenizer, directory, self._meta(recipe, p))
 
-    def evaluate(self, recipe: Recipe, run_dir: Path, p: SegmentPrepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trainer) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
-        metrics, info = score_segment_model(recipe, run_dir, classifier, p.dev_records, p.labels)
+        metrics, info = score_segment_model(recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size)
         return metrics, {
             **info,
             "best_checkpoint_dev_tuned_jaccard_f1": trainer.state.best_metric,
@@ -297,21 +296,3 @@ class SegmentClassification(Flow):
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
             **({"hard_negatives": p.mining} if p.mining is not None else {}),
         }
-
-    def retune(self, run_path: Path, data: str | None = None) -> RunResult:
-        """`toolkit tune`: choose a finished segment run's thresholds again on labeled documents (default: its
-        dev file) with the current grid, save them with the model, and rescore the run (its training record kept)."""
-        from toolkit.infer import load_predictor
-        from toolkit.rundir import METRICS_FILE, open_run, records_for
-
-        run = open_run(run_path)
-        if run.task != "segment_classification" or run.is_artifact or run.recipe is None:
-            raise ToolkitError(f"{run_path}: not a segment_classification run directory", fix="pass runs/<name> of a segment_classification recipe")
-        recipe = run.recipe
-        # The run's own dev set, as training read it (data.max_dev_docs), unless other documents are given.
-        records = records_for(run, data) if data else records_for(run, recipe.data.dev, recipe.data.max_dev_docs)
-        metrics, info = score_segment_model(recipe, run.path, load_predictor(run), records, run.labels)
-        previous = json.loads((run.path / METRICS_FILE).read_text(encoding="utf-8")).get("run", {}) if (run.path / METRICS_FILE).is_file() else {}
-        result = RunResult(run.path, {**metrics, "run": {**previous, **info, "thresholds_chosen_on": data or recipe.data.dev}})
-        self.write(recipe, result)
-        return result

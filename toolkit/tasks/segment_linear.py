@@ -1,23 +1,22 @@
-"""task: segment_classification with `model.name: linear`: the bag-of-words baseline.
+"""task: segment_classification with `model.kind: linear`: the bag-of-words baseline.
 
 TF-IDF over each segment (with its neighbours' words) and one logistic regression per label with
-balanced class weights (scikit-learn), fitted in seconds. It has no Trainer, so it does not go through
-`flow.run_flow`; it writes the same run directory (config.yaml, data_report.json, model/ with
+balanced class weights (scikit-learn), fitted in seconds. It has no Trainer, so its flow replaces `run` and
+`plan` rather than going through `flow.run_flow`; it writes the same run directory (config.yaml, data_report.json, model/ with
 toolkit.json, predictions, metrics with the same thresholds and ranking metrics as the encoder), so
 `toolkit eval` and `toolkit compare` treat it like any run.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from toolkit.config import Recipe
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.errors import ToolkitError
 from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier, segment_inputs
-from toolkit.rundir import META_FILE, MODEL_DIR, start_run_dir
+from toolkit.registry.linear_segments import LinearSegmentsRecipe
+from toolkit.rundir import MODEL_DIR, ModelMeta, start_run_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segment_decoding import segment_targets
 from toolkit.spans.segments import segment_text
@@ -38,14 +37,24 @@ def _pipeline(n_labels: int, seed: int):
     return make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, lowercase=True), OneVsRestClassifier(classifier))
 
 
-def plan_linear(recipe: Recipe) -> dict:
+class LinearSegments(Flow):
+    """The baseline's flow: fit in one step, then the same scoring and files as the encoder's."""
+
+    def plan(self, recipe: LinearSegmentsRecipe) -> dict:
+        return plan_linear(recipe)
+
+    def run(self, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunResult:
+        return run_linear(self, recipe, run_dir)
+
+
+def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
     train, dev = load_splits(recipe)
     labels = labels_to_learn(recipe, train)
     segments = sum(len(segment_text(r.text)) for r in train)
     return {"labels": labels, "classifier": LINEAR, "train": {"documents": len(train), "segments": segments}, "dev": {"documents": len(dev)}}
 
 
-def run_linear(recipe: Recipe, run_dir: Path) -> RunResult:
+def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunResult:
     """Fit, save and score the linear baseline; the same run directory as every other run."""
     import joblib
     import numpy as np
@@ -83,17 +92,11 @@ def run_linear(recipe: Recipe, run_dir: Path) -> RunResult:
     model_dir = run_dir / MODEL_DIR
     model_dir.mkdir(parents=True, exist_ok=True)
     joblib.dump(pipeline, model_dir / LINEAR_FILE)
-    meta = {
-        "task": "segment_classification",
-        "classifier": LINEAR,
-        **LabelSpace(tuple(labels), multi_label=True).to_meta(),
-        "min_overlap": recipe.segments.min_overlap,
-        "thresholds": None,
-    }
-    (model_dir / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    space = LabelSpace(tuple(labels), multi_label=True).to_meta()
+    write_meta(model_dir, ModelMeta(task=recipe.task, classifier=recipe.model.kind, **space, min_overlap=recipe.segments.min_overlap))
     classifier = LinearSegmentClassifier.load(run_dir)
     metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels)
     run = {"model": LINEAR, "train_seconds": round(fit_seconds, 1), "train_segments": len(inputs), "labels_without_positive_segments": absent, **info}
     result = RunResult(run_dir, {**metrics, "run": run})
-    Flow().write(recipe, result)  # metrics.json and report.md, as every flow writes them
+    flow.write(recipe, result)  # metrics.json and report.md, as every flow writes them
     return result

@@ -1,49 +1,54 @@
-"""The last step of every segment model (the encoder flow's and the linear baseline's): predict dev,
+"""The last step of every segment model (the encoder flow's and the linear baseline's): score dev once,
 choose per-label thresholds and save them with the model, and score with thresholds cross-fitted over
-two halves of dev and CUAD's ranking metrics over the threshold sweep."""
+two halves of dev and CUAD's ranking metrics over the threshold sweep. `retune` does it again later."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from toolkit.config import Recipe
 from toolkit.data.schema import SpanRecord
+from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import sweep_metrics
 from toolkit.evaluate.reporting import write_predictions
 from toolkit.evaluate.thresholds import choose_from_counts, cross_fitted_from_counts, threshold_counts
-from toolkit.infer.segmenter import DEFAULT_THRESHOLD
-from toolkit.rundir import META_FILE, MODEL_DIR, PREDICTIONS_FILE
+from toolkit.infer.segmenter import SegmentDecisions, SegmentScores
+from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.rundir import MODEL_DIR, PREDICTIONS_FILE, load_meta, open_run, read_metrics, records_for, write_meta
+from toolkit.scoring import SCORING
 from toolkit.spans.decoding import PredictedSpan
+from toolkit.tasks.flow import RunResult
 
 
-def sweep_and_cross_fit(classifier, texts: list[str], golds: list, labels: list[str]) -> tuple[np.ndarray, list[list[PredictedSpan]]]:
-    """For the documents `classifier` last predicted: their threshold counts (the sweep the ranking metrics
-    and threshold choice read) and their spans at thresholds cross-fitted over two halves of them."""
-    counts = threshold_counts(texts, golds, classifier.last_segments, classifier.last_probabilities, labels)
-    return counts, classifier.spans_at(texts, cross_fitted_from_counts(counts, DEFAULT_THRESHOLD))
+def sweep_and_cross_fit(
+    classifier: SegmentDecisions, scores: SegmentScores, texts: list[str], golds: list, labels: list[str], jaccard_threshold: float
+) -> tuple[np.ndarray, list[list[PredictedSpan]]]:
+    """The documents' threshold counts (the sweep the ranking metrics and threshold choice read) and their
+    spans at thresholds cross-fitted over two halves of them."""
+    counts = threshold_counts(texts, golds, scores.segments, scores.probabilities, labels, jaccard_threshold=jaccard_threshold)
+    return counts, classifier.spans_at(scores, cross_fitted_from_counts(counts, SCORING.decision_threshold))
 
 
-def score_segment_model(recipe: Recipe, run_dir: Path, classifier, dev_records: list[SpanRecord], labels: list[str]) -> tuple[dict, dict]:
-    """Every segment model's last step (the encoder's and the linear baseline's): predict dev, choose
+def score_segment_model(
+    recipe: ExtractionRecipe, run_dir: Path, classifier: SegmentDecisions, dev_records: list[SpanRecord], labels: list[str], batch_size: int = 16
+) -> tuple[dict, dict]:
+    """Every segment model's last step (the encoder's and the linear baseline's): score dev, choose
     per-label thresholds on it and save them with the model, and score predictions made at thresholds
     cross-fitted over two halves of dev, with CUAD's ranking metrics over the threshold sweep."""
+    e, tuned = recipe.eval, recipe.segments.thresholds == "tuned"
     texts, golds = [r.text for r in dev_records], [r.spans for r in dev_records]
-    fixed = classifier.predict(texts, recipe.train.eval_batch_size)
-    counts, crossed = sweep_and_cross_fit(classifier, texts, golds, labels)
-    if recipe.segments.thresholds == "tuned":
-        thresholds = choose_from_counts(counts, DEFAULT_THRESHOLD)
+    scores = classifier.score(texts, batch_size)
+    fixed = classifier.spans_at(scores, classifier.default_thresholds())
+    counts, crossed = sweep_and_cross_fit(classifier, scores, texts, golds, labels, e.jaccard_threshold)
+    if tuned:
+        thresholds = choose_from_counts(counts, SCORING.decision_threshold)
     else:
-        thresholds, crossed = [DEFAULT_THRESHOLD] * len(labels), fixed
+        thresholds, crossed = classifier.default_thresholds(), fixed
     # The thresholds travel with the model: eval, export and the service apply them.
-    meta_path = run_dir / MODEL_DIR / META_FILE
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    meta["thresholds"] = thresholds
-    meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    e = recipe.eval
+    model_dir = run_dir / MODEL_DIR
+    write_meta(model_dir, load_meta(model_dir).model_copy(update={"thresholds": thresholds}))
     metrics = score(texts, golds, crossed, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, recipe.seed)
     metrics["ranking"] = sweep_metrics(counts, labels, e.bootstrap, recipe.seed, e.jaccard_threshold)
     metrics["at_default_threshold"] = score(texts, golds, fixed, e.boundary_tolerance, e.jaccard_threshold, 0, recipe.seed)["summary"]
@@ -51,5 +56,26 @@ def score_segment_model(recipe: Recipe, run_dir: Path, classifier, dev_records: 
     write_predictions(run_dir / PREDICTIONS_FILE, dev_records, crossed)
     return metrics, {
         "eval_seconds": round(classifier.last_report["seconds"], 1),
-        "dev_thresholds": "cross-fitted over two halves of dev" if recipe.segments.thresholds == "tuned" else f"fixed at {DEFAULT_THRESHOLD}",
+        "dev_thresholds": "cross-fitted over two halves of dev" if tuned else f"fixed at {SCORING.decision_threshold}",
     }
+
+
+def retune(run_path: Path, data: str | None = None) -> tuple[ExtractionRecipe, RunResult]:
+    """`toolkit tune`: choose a finished segment run's thresholds again on labeled documents (default: its
+    dev file) with the current grid, save them with the model, and rescore the run (its training record kept)."""
+    from toolkit.infer import load_predictor
+    from toolkit.tasks import flow_for
+
+    run = open_run(run_path)
+    predictor = None if run.is_artifact or run.recipe is None else load_predictor(run)
+    if not isinstance(predictor, SegmentDecisions):
+        raise ToolkitError(f"{run_path}: not a segment_classification run directory", fix="pass runs/<name> of a segment_classification recipe")
+    recipe = run.recipe
+    # The run's own dev set, as training read it (data.max_dev_docs), unless other documents are given.
+    records = records_for(run, data) if data else records_for(run, recipe.data.dev, recipe.data.max_dev_docs)
+    metrics, info = score_segment_model(recipe, run.path, predictor, records, run.labels)
+    previous = read_metrics(run.path)
+    record = {**((previous.run or {}) if previous else {}), **info, "thresholds_chosen_on": data or recipe.data.dev}
+    result = RunResult(run.path, {**metrics, "run": record})
+    flow_for(recipe).write(recipe, result)
+    return recipe, result

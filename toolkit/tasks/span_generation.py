@@ -15,7 +15,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.config import Recipe
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.evaluate.metrics import score
@@ -23,16 +22,16 @@ from toolkit.evaluate.reporting import write_predictions
 from toolkit.infer.completions import CompletionSpec
 from toolkit.infer.generator import SpanGenerator
 from toolkit.infer.selector import SelectorFit, fit_window_selector, spans_reachable
-from toolkit.rundir import PREDICTIONS_FILE, save_model_dir, write_hallucinations
+from toolkit.registry.span_generation import SpanGenerationRecipe
+from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir, write_hallucinations
 from toolkit.tasks.features import FeatureReport, GenerationWindows, generation_examples, generation_windows, labels_to_learn, sample_negatives
 from toolkit.tasks.flow import Flow, Prepared
 from toolkit.tasks.models import build_causal_model
 from toolkit.tasks.training import pad_collator, parameter_counts, steps_per_epoch, training_arguments
 
 
-def completion_spec(recipe: Recipe) -> CompletionSpec:
-    g = recipe.generation
-    return CompletionSpec(g.target, g.anchor_words, g.min_overlap, g.min_similarity)
+def completion_spec(recipe: SpanGenerationRecipe) -> CompletionSpec:
+    return CompletionSpec.of(recipe.generation)
 
 
 @dataclass
@@ -46,7 +45,7 @@ class GenerationPrepared(Prepared):
     selector: SelectorFit | None
 
 
-def choose_training_windows(recipe: Recipe, windows: GenerationWindows, report: FeatureReport) -> tuple[list[int], SelectorFit | None]:
+def choose_training_windows(recipe: SpanGenerationRecipe, windows: GenerationWindows, report: FeatureReport) -> tuple[list[int], SelectorFit | None]:
     """Every window with a span, plus negatives sampled by windows.negative_ratio. With a selector, the
     negatives come only from windows it flags (cross-validated), as the decoder will only read those."""
     fit = None
@@ -61,13 +60,13 @@ def choose_training_windows(recipe: Recipe, windows: GenerationWindows, report: 
 
 
 class SpanGeneration(Flow):
-    def prepare(self, recipe: Recipe) -> GenerationPrepared:
+    def prepare(self, recipe: SpanGenerationRecipe) -> GenerationPrepared:
         train_records, dev_records = load_splits(recipe)
         labels = labels_to_learn(recipe, train_records)
         other: Counter = Counter()
         train_records = filter_labels(train_records, labels, other)
         dev_records = filter_labels(dev_records, labels, other)
-        model, tokenizer = build_causal_model(recipe.model)
+        model, tokenizer = build_causal_model(recipe.model, recipe.model.quantization)
         m, g, spec = recipe.model, recipe.generation, completion_spec(recipe)
         train_windows, train_report = generation_windows(tokenizer, train_records, spec, m.max_length, m.stride)
         keep, fit = choose_training_windows(recipe, train_windows, train_report)
@@ -92,7 +91,7 @@ class SpanGeneration(Flow):
         }
         return GenerationPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train_examples, dev_examples, train_report, dev_report, fit)
 
-    def trainer(self, recipe: Recipe, run_dir: Path, p: GenerationPrepared):
+    def trainer(self, recipe: SpanGenerationRecipe, run_dir: Path, p: GenerationPrepared):
         from datasets import Dataset
         from transformers import EarlyStoppingCallback, Trainer
 
@@ -109,35 +108,26 @@ class SpanGeneration(Flow):
             callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
         )
 
-    def meta(self, recipe: Recipe, p: GenerationPrepared) -> dict:
-        g, spec = recipe.generation, completion_spec(recipe)
-        return {
-            "task": "span_generation",
-            "labels": p.labels,
-            "max_length": recipe.model.max_length,
-            "stride": recipe.model.stride,
-            "target": spec.target,
-            "anchor_words": spec.anchor_words,
-            "min_overlap": spec.min_overlap,
-            "max_new_tokens": g.max_new_tokens,
-            "batch_size": g.batch_size,
-            "constrained": g.constrained,
-            "precision": g.precision,
-            "min_similarity": g.min_similarity,
-            "chat_template": g.chat_template,
-            "selector": p.selector.report if p.selector is not None else None,
-        }
+    def meta(self, recipe: SpanGenerationRecipe, p: GenerationPrepared) -> ModelMeta:
+        return ModelMeta(
+            task=recipe.task,
+            labels=p.labels,
+            max_length=recipe.model.max_length,
+            stride=recipe.model.stride,
+            generation=recipe.generation,
+            selector=p.selector.report if p.selector is not None else None,
+        )
 
-    def predictor(self, recipe: Recipe, p: GenerationPrepared, model) -> SpanGenerator:
+    def predictor(self, recipe: SpanGenerationRecipe, p: GenerationPrepared, model) -> SpanGenerator:
         selector = p.selector.selector if p.selector is not None else None
         return SpanGenerator(model, p.tokenizer, self.meta(recipe, p), str(next(model.parameters()).device), selector)
 
-    def save(self, recipe: Recipe, p: GenerationPrepared, model, directory: Path) -> None:
+    def save(self, recipe: SpanGenerationRecipe, p: GenerationPrepared, model, directory: Path) -> None:
         save_model_dir(model, p.tokenizer, directory, self.meta(recipe, p))
         if p.selector is not None and p.selector.selector is not None:
             p.selector.selector.save(directory)
 
-    def evaluate(self, recipe: Recipe, run_dir: Path, p: GenerationPrepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: SpanGenerationRecipe, run_dir: Path, p: GenerationPrepared, trainer) -> tuple[dict, dict]:
         generator = SpanGenerator.load(run_dir)  # score exactly what was saved
         records = p.dev_records
         predictions = generator.predict([r.text for r in records])

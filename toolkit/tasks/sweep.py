@@ -9,32 +9,31 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolkit.config import FloatRange, Recipe, dump_recipe, with_params
-from toolkit.errors import ToolkitError
-from toolkit.rundir import CONFIG_FILE, METRICS_FILE, prepare_run_dir
+from toolkit.config import dump_recipe, with_params
+from toolkit.registry import RecipeBase
+from toolkit.rundir import CONFIG_FILE, prepare_run_dir, read_metrics
+from toolkit.sections import FloatRange
 from toolkit.tasks import run_recipe
 from toolkit.tasks.training import is_main_process
 
 
-def _trial_recipe(recipe: Recipe, params: dict[str, Any], index: int, base: Path) -> Recipe:
+def _trial_recipe(recipe: RecipeBase, params: dict[str, Any], index: int, base: Path) -> RecipeBase:
     trial = with_params(recipe, params)
     return trial.model_copy(update={"name": f"trial-{index:03d}", "output_dir": str(base / "trials")})
 
 
-def _run_trial(recipe: Recipe, params: dict[str, Any], index: int, base: Path, metric: str, overwrite: bool) -> dict | None:
+def _run_trial(recipe: RecipeBase, params: dict[str, Any], index: int, base: Path, metric: str, overwrite: bool) -> dict | None:
     trial = _trial_recipe(recipe, params, index, base)
     run_dir = Path(trial.output_dir) / trial.name
-    metrics_file = run_dir / METRICS_FILE
-    if metrics_file.is_file() and not overwrite:  # a resumed sweep keeps finished trials
-        result = json.loads(metrics_file.read_text(encoding="utf-8"))
+    saved = read_metrics(run_dir)
+    if saved is not None and not overwrite:  # a resumed sweep keeps finished trials
+        result = saved.model_dump(exclude_unset=True)
     else:
         prepare_run_dir(run_dir, overwrite)
         finished = run_recipe(trial, run_dir)
         if finished is None:  # not rank 0
             return None
         result = finished.metrics
-    if metric not in result["summary"]:
-        raise ToolkitError(f"sweep.metric {metric!r} is not a dev metric", fix=f"use one of {sorted(result['summary'])}")
     return {
         "trial": trial.name,
         **params,
@@ -50,7 +49,7 @@ def grid_points(params: dict[str, list]) -> list[dict[str, Any]]:
     return [dict(zip(keys, values)) for values in itertools.product(*(params[k] for k in keys))]
 
 
-def plan_sweep(recipe: Recipe) -> dict:
+def plan_sweep(recipe: RecipeBase) -> dict:
     """The trials a sweep would run (`toolkit run --dry-run`); every grid trial's config is validated now."""
     sweep = recipe.sweep
     assert sweep is not None
@@ -61,7 +60,7 @@ def plan_sweep(recipe: Recipe) -> dict:
     return {"method": sweep.method, "trials": points}
 
 
-def run_sweep(recipe: Recipe, overwrite: bool = False) -> dict | None:
+def run_sweep(recipe: RecipeBase, overwrite: bool = False) -> dict | None:
     """Run every trial (finished ones are kept) and write the summary; returns sweep.json's content
     (None on ranks other than 0)."""
     sweep = recipe.sweep

@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.config import Recipe
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
@@ -20,7 +19,8 @@ from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import ranking_metrics
 from toolkit.evaluate.reporting import write_predictions
 from toolkit.infer.tagger import Tagger
-from toolkit.rundir import PREDICTIONS_FILE, save_model_dir
+from toolkit.registry.token_classification import TokenClassificationRecipe
+from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir
 from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window
@@ -192,7 +192,7 @@ class TokenPrepared(Prepared):
 
 
 class TokenClassification(Flow):
-    def prepare(self, recipe: Recipe) -> TokenPrepared:
+    def prepare(self, recipe: TokenClassificationRecipe) -> TokenPrepared:
         """Data, label space, model and features: everything before training."""
         sources: list[dict] = []
         train_records, dev_records = load_splits(recipe, sources)
@@ -218,7 +218,7 @@ class TokenClassification(Flow):
             model, tokenizer, plan, train_report.tokens, space, dev_records, train_windows, train_targets, dev_windows, dev_targets, train_report, dev_report
         )
 
-    def trainer(self, recipe: Recipe, run_dir: Path, p: TokenPrepared):
+    def trainer(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared):
         from transformers import EarlyStoppingCallback
 
         texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
@@ -250,24 +250,24 @@ class TokenClassification(Flow):
             head_learning_rate=t.head_learning_rate,
         )
 
-    def train(self, recipe: Recipe, run_dir: Path, p: TokenPrepared):
+    def train(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared):
         trainer, span = super().train(recipe, run_dir, p)
         self.averaged: list[str] = []
         if recipe.train.average_checkpoints:
             self.averaged = average_last_checkpoints(trainer, recipe.train.average_checkpoints)
         return trainer, span
 
-    def save(self, recipe: Recipe, p: TokenPrepared, model, directory: Path) -> None:
+    def save(self, recipe: TokenClassificationRecipe, p: TokenPrepared, model, directory: Path) -> None:
         """A model directory loadable by `Tagger.load` and exportable."""
         save_model_dir(model, p.tokenizer, directory, self.meta(recipe, p))
 
-    def meta(self, recipe: Recipe, p: TokenPrepared) -> dict:
-        return {"task": "token_classification", **p.space.to_meta(), "max_length": recipe.model.max_length, "stride": recipe.model.stride}
+    def meta(self, recipe: TokenClassificationRecipe, p: TokenPrepared) -> ModelMeta:
+        return ModelMeta(task=recipe.task, **p.space.to_meta(), max_length=recipe.model.max_length, stride=recipe.model.stride)
 
-    def predictor(self, recipe: Recipe, p: TokenPrepared, model) -> Tagger:
+    def predictor(self, recipe: TokenClassificationRecipe, p: TokenPrepared, model) -> Tagger:
         return Tagger(model, p.tokenizer, self.meta(recipe, p), str(next(model.parameters()).device))
 
-    def evaluate(self, recipe: Recipe, run_dir: Path, p: TokenPrepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared, trainer) -> tuple[dict, dict]:
         tagger = Tagger.load(run_dir)  # score exactly what was saved
         predictions = tagger.predict([r.text for r in p.dev_records], recipe.train.eval_batch_size)
         metrics = score(

@@ -8,8 +8,8 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.config import Recipe
 from toolkit.errors import ToolkitError
+from toolkit.registry import RecipeBase
 
 
 def world_size() -> int:
@@ -40,7 +40,7 @@ def peak_cuda_mib() -> float | None:
     return round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None
 
 
-def steps_per_epoch(examples: int, recipe: Recipe) -> int:
+def steps_per_epoch(examples: int, recipe: RecipeBase) -> int:
     """Optimizer steps in one epoch over `examples` across all processes."""
     t = recipe.train
     return max(1, examples // (t.batch_size * t.gradient_accumulation * world_size()))
@@ -77,7 +77,7 @@ def precision_flags(choice: str) -> dict:
     return {"bf16": choice == "bf16", "fp16": choice == "fp16", **({"use_cpu": True} if choice == "bf16" and not cuda else {})}
 
 
-def training_arguments(recipe: Recipe, run_dir: Path, metric: str, greater_is_better: bool = True, checkpoints: str = "checkpoints", **extra):
+def training_arguments(recipe: RecipeBase, run_dir: Path, metric: str, greater_is_better: bool = True, checkpoints: str = "checkpoints", **extra):
     """TrainingArguments from a recipe: a checkpoint per evaluation (in run_dir/`checkpoints`), best checkpoint
     by `metric` kept and loaded at the end."""
     import torch

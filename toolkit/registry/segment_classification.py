@@ -1,0 +1,40 @@
+"""task: segment_classification: an encoder scores sentence-aligned segments per label; runs of positive
+segments become spans."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.task import Task
+from toolkit.sections import ModelConfig, SegmentsConfig, TrainConfig, WindowsConfig
+
+
+class SegmentClassificationRecipe(ExtractionRecipe):
+    task: Literal["segment_classification"]
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    windows: WindowsConfig = Field(default_factory=WindowsConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    segments: SegmentsConfig = Field(default_factory=SegmentsConfig)
+
+    @model_validator(mode="after")
+    def _mining_needs_left_out_windows(self) -> SegmentClassificationRecipe:
+        if self.segments.hard_negatives and self.windows.negative_ratio is None:
+            raise ValueError(
+                "segments.hard_negatives mines the clause-free windows that windows.negative_ratio leaves out: set windows.negative_ratio (e.g. 0.5)"
+            )
+        return self
+
+
+TASK = Task(
+    name="segment_classification",
+    recipe=SegmentClassificationRecipe,
+    summary="segment classification (an encoder scores sentence-aligned segments per label; thresholds per label)",
+    flow="toolkit.tasks.segment_classification:SegmentClassification",
+    predictor="toolkit.infer.segmenter:SegmentClassifier",
+    outputs="segment_scores",
+    pipeline_tag="text-classification",
+    speed_docs=8,
+)
