@@ -190,7 +190,11 @@ def test_auto_keeps_the_fastest_path_within_budget_and_records_every_path(tiny_m
     assert [n for n, p in paths.items() if p.get("chosen")] == [fastest]
     assert manifest["parity"]["onnx_fused"]["fused_operators"]["Attention"] == 2  # the tiny model's two layers
     assert manifest["parity"]["onnx_fused"]["max_logit_diff"] < 1e-3
-    assert manifest["throughput"]["chars_per_second"] > 0
+    # The throughput the service sizes its queue by: the chosen path over the parity documents.
+    run = open_run(tiny_mlm_run)
+    throughput, parity_texts = manifest["throughput"], [r.text for r in records_for(run, run.recipe.data.dev, 5)]
+    assert throughput["documents"] == 5 and throughput["characters"] == sum(len(t) for t in parity_texts)
+    assert throughput["chars_per_second"] == pytest.approx(throughput["characters"] / throughput["seconds"], rel=0.02)
     verify_artifact(tmp_path / "auto")
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from toolkit.deploy.batcher import MAX_BATCH_DOCS
 from toolkit.errors import ToolkitError
 from toolkit.scoring import SCORING
 
@@ -395,7 +396,7 @@ def serve(
     artifact: Annotated[Path, typer.Argument(metavar="DIR", help="Artifact directory made by `toolkit export`.")],
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 3000,
-    max_batch_size: Annotated[int, typer.Option(help="Batching: most documents per model call (1 turns batching off).")] = 32,
+    max_batch_size: Annotated[int, typer.Option(help="Batching: most documents per model call (1 turns batching off).")] = MAX_BATCH_DOCS,
     max_queue_seconds: Annotated[
         float, typer.Option(help="Admission bound: work waiting for the model, in seconds at the throughput measured at export; past it 503 + Retry-After.")
     ] = 30.0,

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import ConfigError
-from toolkit.registry import RECIPE, TASKS, Recipe, RecipeBase  # noqa: F401 - Recipe re-exported
+from toolkit.registry import RECIPE, TASKS, Recipe, RecipeBase, recipe_key  # noqa: F401 - Recipe re-exported
 from toolkit.sections import DropoutConfig, LoraConfigModel, ModelConfig  # noqa: F401 - re-exported
 
 
@@ -119,6 +119,31 @@ def load_recipe(path: Path | str, overrides: list[str] | None = None) -> RecipeB
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping", fix="see recipes/demo_mlm.yaml")
     return recipe_from_dict(data, overrides, str(path))
+
+
+def _accepted_only(data: dict, model: type[BaseModel]) -> dict:
+    """`data` without the keys `model` does not accept, at every level of its sections."""
+    out = {}
+    for key, value in data.items():
+        if key not in model.model_fields:
+            continue
+        annotation = model.model_fields[key].annotation
+        section = next((a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        out[key] = _accepted_only(value, section) if section is not None and isinstance(value, dict) else value
+    return out
+
+
+def load_saved_recipe(path: Path | str) -> RecipeBase:
+    """A run's (or artifact's) config.yaml. Versions before the task registry saved one recipe with every
+    task's sections, filled with their defaults (their validation refused other values), and named the
+    linear baseline `model.name: linear`: those are read as the recipe of their task."""
+    data = _yaml(Path(path).read_text(encoding="utf-8"))
+    if isinstance(data, dict) and isinstance(data.get("model"), dict) and data["model"].get("name") == "linear":
+        data["model"] = {"kind": "linear"}
+    key = recipe_key(data)
+    if key is not None:
+        data = _accepted_only(data, TASKS[key].recipe)
+    return recipe_from_dict(data, source=str(path))
 
 
 def recipe_from_dict(data: dict, overrides: list[str] | None = None, source: str = "recipe") -> RecipeBase:

@@ -33,6 +33,7 @@ from toolkit.data.schema import SpanRecord
 from toolkit.hardware import measure_conditions
 from toolkit.pretrained import default_encoder
 from toolkit.recipes import RECIPES_DIR  # shipped in the package: the demo runs from a wheel too
+from toolkit.scoring import SCORING
 
 
 def span_keys(rec: SpanRecord, ignore_whitespace: bool) -> Counter:
@@ -113,9 +114,9 @@ def compare_demo(runs: list[Path], workdir: Path, console: Console) -> None:
     # On the dev documents the runs were scored on, whose saved predictions are reused rather than
     # predicted again.
     dev = open_run(runs[0]).recipe.data
-    summary = compare(runs, dev.dev, workdir / "compare", bootstrap=1000, max_docs=dev.max_dev_docs, reuse=True)
+    summary = compare(runs, dev.dev, workdir / "compare", bootstrap=SCORING.bootstrap, max_docs=dev.max_dev_docs, reuse=True)
     keep = ["span_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall", "jaccard_recall", "span_precision", "hallucination_rate"]
-    table = terminal_table(summary, [1, 3], keep)
+    table = terminal_table(summary, list(SCORING.boundary_tolerance), keep)
     console.print(table)
     for pair, metrics in summary["paired_bootstrap"].items():
         v = metrics["boundary_both_recall"]

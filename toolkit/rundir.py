@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from toolkit.config import dump_recipe, load_recipe
+from toolkit.config import dump_recipe, load_saved_recipe
 from toolkit.data.records import filter_labels, load_records, map_record_labels
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
@@ -282,7 +282,7 @@ def open_run(path: Path | str) -> Run:
     # config.yaml sits in the run directory (above model/) or inside an artifact.
     candidates = [d / CONFIG_FILE for d in ((path, path.parent) if model_dir == path else (path,))]
     config = next((c for c in candidates if c.is_file()), None)
-    return Run(path, model_dir, load_meta(model_dir), load_recipe(config) if config else None, config)
+    return Run(path, model_dir, load_meta(model_dir), load_saved_recipe(config) if config else None, config)
 
 
 def saved_predictions(run: Run) -> tuple[dict[str, list[dict]], dict[str, list[str]], dict] | None:

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger("toolkit.serve")
 
+# Most documents one model call takes (the service's and `toolkit serve`'s default; 1 turns batching off).
+MAX_BATCH_DOCS = 32
+
 
 @dataclass
 class _Waiting:
@@ -37,7 +40,7 @@ class ModelBatcher:
     client went away before its turn is skipped; one whose batch fails is retried alone, so a document
     that breaks the model fails only its own request."""
 
-    def __init__(self, predict: Callable[[list[str]], Sequence], max_batch_docs: int = 32):
+    def __init__(self, predict: Callable[[list[str]], Sequence], max_batch_docs: int = MAX_BATCH_DOCS):
         self.predict = predict
         self.max_batch_docs = max(1, max_batch_docs)
         self.waiting: deque[_Waiting] = deque()

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from toolkit.deploy.batcher import MAX_BATCH_DOCS
 from toolkit.errors import ToolkitError
 from toolkit.rundir import MANIFEST
 
@@ -24,7 +25,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def service_env(artifact: Path, max_batch_size: int = 32, **limits: int | float | str) -> dict[str, str]:
+def service_env(artifact: Path, max_batch_size: int = MAX_BATCH_DOCS, **limits: int | float | str) -> dict[str, str]:
     """The environment the service module reads its settings from (see toolkit.deploy.serving)."""
     # A cheap check here, so a wrong path fails with its fix rather than inside a worker;
     # the service verifies every file's sha256 when it loads the artifact.
@@ -135,7 +136,7 @@ class Server:
         artifact: Path,
         port: int = 3000,
         host: str = "127.0.0.1",
-        max_batch_size: int = 32,
+        max_batch_size: int = MAX_BATCH_DOCS,
         startup_timeout: float = 180.0,
         log: Path | None = None,
         **limits: int | float | str,

@@ -79,8 +79,8 @@ def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_repo
         lines.append("The run's data report was not found; the training data is not described.")
     lines += ["", "## Evaluation (dev)", ""]
     if metrics:
-        s, ci = metrics["summary"], metrics.get("ci95", {})
-        boots = metrics.get("settings", {}).get("bootstrap")
+        s, ci = metrics["summary"], metrics["ci95"]
+        boots, jaccard = metrics["settings"]["bootstrap"], metrics["settings"]["jaccard_threshold"]
         lines += [
             f"On {metrics['counts']['documents']} dev documents ({metrics['counts']['gold_spans']} gold spans). "
             + (f"95% CIs from {boots} bootstrap resamples over documents." if boots else "No bootstrap CIs were computed (eval.bootstrap = 0)."),
@@ -92,8 +92,8 @@ def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_repo
             ("span_precision", "span precision (exact)"),
             ("span_recall", "span recall (exact)"),
             ("span_f1", "span F1 (exact)"),
-            ("jaccard_precision", "precision, overlap (Jaccard >= 0.5)"),
-            ("jaccard_recall", "recall, overlap (Jaccard >= 0.5)"),
+            ("jaccard_precision", f"precision, overlap (Jaccard >= {jaccard})"),
+            ("jaccard_recall", f"recall, overlap (Jaccard >= {jaccard})"),
             ("boundary_both_within_3_recall", "recall, both boundaries within 3 words"),
             ("hallucination_rate", "hallucination rate"),
         ):

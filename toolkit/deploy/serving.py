@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
-from toolkit.deploy.batcher import ModelBatcher
+from toolkit.deploy.batcher import MAX_BATCH_DOCS, ModelBatcher
 from toolkit.infer import load_predictor
 from toolkit.rundir import MANIFEST as MANIFEST_FILE
 from toolkit.rundir import read_manifest, verify_artifact, weights_file
@@ -59,7 +59,7 @@ CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 class ServeSettings(BaseModel):
     artifact: Path
-    max_batch_size: int = Field(default=32, ge=1)
+    max_batch_size: int = Field(default=MAX_BATCH_DOCS, ge=1)
     max_queue_seconds: float = Field(default=30.0, gt=0)
     max_queue_chars: int | None = Field(default=None, ge=1)
     max_body_bytes: int = Field(default=4 * 2**20, ge=1)

@@ -31,7 +31,7 @@ METRIC_NAMES = {
     "boundary_start_recall": "boundary recall: start",
     "boundary_end_recall": "boundary recall: end",
     "boundary_both_recall": "boundary recall: both",
-    "jaccard_recall": "recall (Jaccard >= 0.5)",
+    "jaccard_recall": "recall (word Jaccard match)",
     "span_precision": "precision (exact span)",
     "span_f1": "F1 (exact span)",
     "hallucination_rate": "hallucination rate",
@@ -93,7 +93,7 @@ def ranking_lines(ranking: dict) -> list[str]:
 
     lines = [
         "",
-        "## Ranking (CUAD's metrics: spans ranked by score, Jaccard >= 0.5)",
+        f"## Ranking (CUAD's metrics: spans ranked by score, Jaccard >= {ranking['settings']['jaccard_threshold']})",
         "",
         "| scope | AUPR | P@80R | P@90R |",
         "|---|---|---|---|",

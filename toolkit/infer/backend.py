@@ -44,3 +44,12 @@ def _session_options():
     if inference_threads():
         options.intra_op_num_threads = inference_threads()
     return options
+
+
+def autocast_context(device: str, dtype: str | None):
+    """torch autocast to `dtype` ("bfloat16") on `device`, or a no-op for None (run as stored)."""
+    import contextlib
+
+    import torch
+
+    return torch.autocast(device.split(":")[0], dtype=getattr(torch, dtype)) if dtype else contextlib.nullcontext()

@@ -8,13 +8,12 @@ counted as a false positive and listed.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolkit.infer.backend import load_model_dir
+from toolkit.infer.backend import autocast_context, load_model_dir
 from toolkit.infer.completions import CompletionSpec, WindowReading, document_spans, document_views, prompt_body, read_completion
 from toolkit.infer.prompts import render_prompt
 from toolkit.infer.selector import WindowSelector
@@ -73,8 +72,7 @@ class SpanGenerator:
         enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False).to(self.device)
         width = enc["input_ids"].shape[1]
         processors = [make_copy_processor(self.tokenizer, grammars, width)] if grammars is not None else None
-        autocast = torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.autocast)) if self.autocast else contextlib.nullcontext()
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode(), autocast_context(self.device, self.autocast):
             out = self.model.generate(
                 **enc,
                 max_new_tokens=self.meta.generation.max_new_tokens,

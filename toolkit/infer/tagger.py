@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from toolkit.infer.backend import load_model_dir
+from toolkit.infer.backend import autocast_context, load_model_dir
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan, decode_documents
 from toolkit.spans.windows import Window, make_windows
@@ -58,8 +57,7 @@ class Tagger:
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))
         out: list[np.ndarray | None] = [None] * len(windows)
         pad = self.tokenizer.pad_token_id or 0
-        autocast = torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.autocast)) if self.autocast else contextlib.nullcontext()
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode(), autocast_context(self.device, self.autocast):
             for lo in range(0, len(order), batch_size):
                 idx = order[lo : lo + batch_size]
                 width = max(len(windows[i].input_ids) for i in idx)

@@ -8,7 +8,7 @@ from checkpoints, the training log, and the run information every task reports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,18 @@ class Prepared:
     tokenizer: Any
     plan: dict
     train_tokens: int  # tokens in one epoch of training data, for tokens/s
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What training leaves for saving and scoring: the Trainer (its model and state), the span of training
+    it ran, the run's clock, and what the task noted on the way for the run record (checkpoints averaged,
+    hard negatives mined, held-out scores before and after)."""
+
+    trainer: Any
+    span: Any  # training.TrainingSpan
+    clock: Any  # curves.TrainingClock
+    notes: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -47,8 +59,6 @@ class RunResult:
 class Flow:
     """One task's steps. Subclasses implement prepare, trainer, save and evaluate."""
 
-    clock = None  # the run's TrainingClock (curves.py), set by `instrument`
-
     def prepare(self, recipe: RecipeBase) -> Prepared:
         raise NotImplementedError
 
@@ -68,40 +78,43 @@ class Flow:
         predictions, unlocated, report = predict_with_report(self.predictor(recipe, prepared, model), [r.text for r in records])
         return predictions, unlocated, report["seconds"]
 
-    def instrument(self, trainer, recipe: RecipeBase, run_dir: Path, prepared: Prepared, stage: str | None = None) -> None:
-        """The training clock (and budget, train.max_seconds) and the learning curve (eval.curve_docs) on a
-        Trainer; a later training stage shares the first stage's clock."""
+    def instrument(self, trainer, recipe: RecipeBase, run_dir: Path, prepared: Prepared, clock, stage: str | None = None) -> None:
+        """The run's training clock (and budget, train.max_seconds) and the learning curve (eval.curve_docs)
+        on a Trainer; a later training stage is given the first stage's clock."""
         from toolkit.rundir import CURVE_FILE
-        from toolkit.tasks.curves import CurveCallback, TrainingClock
+        from toolkit.tasks.curves import CurveCallback
 
-        if getattr(self, "clock", None) is None:
-            self.clock = TrainingClock(recipe.train.max_seconds)
-        trainer.add_callback(self.clock)
+        trainer.add_callback(clock)
         if recipe.curve_documents():
             records = prepared.dev_records[: recipe.curve_documents()]  # type: ignore[attr-defined]
             predict = lambda model: self.curve_predictions(recipe, prepared, model, records)  # noqa: E731
-            trainer.add_callback(CurveCallback(self.clock, predict, records, recipe, run_dir / CURVE_FILE, stage))
+            trainer.add_callback(CurveCallback(clock, predict, records, recipe, run_dir / CURVE_FILE, stage))
 
-    def before_training(self, trainer, prepared: Prepared) -> None:
-        """Runs on every process before training (collective work, e.g. a held-out score)."""
+    def before_training(self, trainer, prepared: Prepared) -> dict:
+        """Runs on every process before training (collective work, e.g. a held-out score); returns notes."""
+        return {}
 
-    def after_training(self, trainer, prepared: Prepared) -> None:
-        """Runs on every process after training, before rank 0 saves and scores."""
+    def after_training(self, trainer, prepared: Prepared) -> dict:
+        """Runs on every process after training, before rank 0 saves and scores; returns notes."""
+        return {}
 
-    def train(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared):
-        """(trainer, TrainingSpan): build the Trainer and train it, resuming from its checkpoints. A task
-        that trains in stages (segment_classification's hard negatives) extends this."""
+    def train(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared) -> Trained:
+        """Build the Trainer and train it, resuming from its checkpoints. A task that trains in stages
+        (segment_classification's hard negatives) or changes the weights after (checkpoint averaging)
+        extends this."""
+        from toolkit.tasks.curves import TrainingClock
+
+        clock = TrainingClock(recipe.train.max_seconds)
         trainer = self.trainer(recipe, run_dir, prepared)
-        self.instrument(trainer, recipe, run_dir, prepared)
-        self.before_training(trainer, prepared)
+        self.instrument(trainer, recipe, run_dir, prepared, clock)
+        notes = self.before_training(trainer, prepared)
         span = train_resuming(trainer, prepared.train_tokens)
-        self.after_training(trainer, prepared)
-        return trainer, span
+        return Trained(trainer, span, clock, {**notes, **self.after_training(trainer, prepared)})
 
     def save(self, recipe: RecipeBase, prepared: Prepared, model, directory: Path) -> None:
         raise NotImplementedError
 
-    def evaluate(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared, trained: Trained) -> tuple[dict, dict]:
         """(metrics, task-specific run information), scoring what `save` wrote; rank 0 only."""
         raise NotImplementedError
 
@@ -136,23 +149,23 @@ def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
     from transformers import set_seed
 
     set_seed(recipe.seed)
-    flow.clock = None  # a fresh clock per run (a sweep may reuse the flow)
     prepared = flow.prepare(recipe)
     if is_main_process():
         start_run_dir(recipe, run_dir, prepared.plan)
-    trainer, span = flow.train(recipe, run_dir, prepared)
-    if not trainer.is_world_process_zero():
+    trained = flow.train(recipe, run_dir, prepared)
+    if not trained.trainer.is_world_process_zero():
         return None
 
-    flow.save(recipe, prepared, trainer.model, run_dir / MODEL_DIR)
+    span = trained.span
+    flow.save(recipe, prepared, trained.trainer.model, run_dir / MODEL_DIR)
     write_train_log(run_dir, span.log)
-    metrics, extra = flow.evaluate(recipe, run_dir, prepared, trainer)
+    metrics, extra = flow.evaluate(recipe, run_dir, prepared, trained)
     run = {
         "model": recipe.model.name,
         "train_seconds": round(span.seconds, 1),
         # Seconds of training steps alone (no evaluations, no curve): what train.max_seconds budgets.
-        "train_step_seconds": round(flow.clock.seconds, 1),
-        "stopped_by_time_budget": flow.clock.stopped_by_budget,
+        "train_step_seconds": round(trained.clock.seconds, 1),
+        "stopped_by_time_budget": trained.clock.stopped_by_budget,
         "epochs_completed": round(span.epochs_completed, 2),
         "epochs_trained_this_process": round(span.epochs_trained, 4),
         "optimizer_steps": span.optimizer_steps,

@@ -19,7 +19,7 @@ from toolkit.data.corpora import TextReport, pack_blocks, read_texts, split_bloc
 from toolkit.errors import ConfigError
 from toolkit.registry.pretraining import CausalPretrainRecipe, MaskedPretrainRecipe
 from toolkit.rundir import REPORT_FILE, Metrics, ModelMeta, save_model_dir, write_metrics_file
-from toolkit.tasks.flow import Flow, Prepared, RunResult
+from toolkit.tasks.flow import Flow, Prepared, RunResult, Trained
 from toolkit.tasks.models import build_causal_model, build_masked_model
 from toolkit.tasks.training import pad_collator, parameter_counts, training_arguments
 
@@ -116,8 +116,6 @@ class PretrainPrepared(Prepared):
     train_blocks: list[dict]
     eval_set: list[dict]
     collator: Any
-    before: dict | None = None
-    after: dict | None = None
 
 
 class Pretraining(Flow):
@@ -187,19 +185,20 @@ class Pretraining(Flow):
             preprocess_logits_for_metrics=preprocess,
         )
 
-    def before_training(self, trainer, p: PretrainPrepared) -> None:
-        p.before = _summary(trainer.evaluate(metric_key_prefix="eval"))
+    def before_training(self, trainer, p: PretrainPrepared) -> dict:
+        return {"before": _summary(trainer.evaluate(metric_key_prefix="eval"))}
 
-    def after_training(self, trainer, p: PretrainPrepared) -> None:
-        p.after = _summary(trainer.evaluate(metric_key_prefix="eval"))
+    def after_training(self, trainer, p: PretrainPrepared) -> dict:
+        return {"after": _summary(trainer.evaluate(metric_key_prefix="eval"))}
 
     def save(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, p: PretrainPrepared, model, directory: Path) -> None:
         """A plain model directory (LoRA merged) that fine-tuning recipes take as model.name."""
         save_model_dir(model, p.tokenizer, directory, ModelMeta(task=recipe.task, base_model=recipe.model.name, max_length=recipe.model.max_length))
 
-    def evaluate(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, run_dir: Path, p: PretrainPrepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, run_dir: Path, p: PretrainPrepared, trained: Trained) -> tuple[dict, dict]:
         # Scored before and after training (collectively, on every process); nothing is left to score here.
-        metrics = {"before": p.before, "after": p.after, "summary": p.after}  # sweeps rank trials by summary (e.g. token_accuracy)
+        before, after = trained.notes["before"], trained.notes["after"]
+        metrics = {"before": before, "after": after, "summary": after}  # sweeps rank trials by summary (e.g. token_accuracy)
         return metrics, {"objective": p.objective, "heldout_mlm_probability": p.plan["held_out"]["mlm_probability"]}
 
     def write(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, result: RunResult) -> None:

@@ -34,7 +34,7 @@ from toolkit.rundir import ModelMeta, save_model_dir
 from toolkit.sections import HardNegativesConfig
 from toolkit.spans.label_space import LabelSpace
 from toolkit.tasks.features import FeatureReport, SegmentWindows, choose_hard_negatives, labels_to_learn, segment_features
-from toolkit.tasks.flow import Flow, Prepared
+from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import score_segment_model, sweep_and_cross_fit
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
@@ -173,7 +173,6 @@ class SegmentPrepared(Prepared):
     train_report: FeatureReport
     dev_report: FeatureReport
     left_out: SegmentWindows  # clause-free training windows negative_ratio left out: the hard-negative pool
-    mining: dict | None = None  # what hard-negative mining scored and added
 
 
 class SegmentClassification(Flow):
@@ -197,25 +196,26 @@ class SegmentClassification(Flow):
         }
         return SegmentPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train, dev, train_report, dev_report, left_out)
 
-    def train(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared):
+    def train(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared) -> Trained:
         """Train; then, with segments.hard_negatives, mine hard negatives and train on with them."""
-        trainer, span = super().train(recipe, run_dir, p)
+        first = super().train(recipe, run_dir, p)
         hard = recipe.segments.hard_negatives
         if hard is None:
-            return trainer, span
+            return first
         started = time.perf_counter()
-        mined, p.mining = mine_hard_negatives(trainer, p, hard, recipe.seed)
+        mined, mining = mine_hard_negatives(first.trainer, p, hard, recipe.seed)
         mining_seconds = time.perf_counter() - started
-        p.mining.update(seconds=round(mining_seconds, 1), first_stage_best_dev_tuned_jaccard_f1=trainer.state.best_metric)
+        mining.update(seconds=round(mining_seconds, 1), first_stage_best_dev_tuned_jaccard_f1=first.trainer.state.best_metric)
+        notes = {**first.notes, "hard_negatives": mining}
         if not mined.windows:
-            return trainer, span  # nothing fired: another stage would only repeat the first
+            return dataclasses.replace(first, notes=notes)  # nothing fired: another stage would only repeat the first
         more = p.train + mined
         trainer = self.trainer(recipe, run_dir, p, train=more, stage="hard_negatives")
-        self.instrument(trainer, recipe, run_dir, p, stage="hard_negatives")
+        self.instrument(trainer, recipe, run_dir, p, first.clock, stage="hard_negatives")
         later = train_resuming(trainer, sum(len(w.input_ids) for w in more.windows))
         # Scoring the pool is not training steps: it counts like an evaluation (in seconds, out of tokens/s).
         later = dataclasses.replace(later, seconds=later.seconds + mining_seconds, evaluation_seconds=later.evaluation_seconds + mining_seconds)
-        return trainer, span.then(later, "hard_negatives")
+        return Trained(trainer, first.span.then(later, "hard_negatives"), first.clock, notes)
 
     def trainer(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, train: SegmentWindows | None = None, stage: str | None = None):
         """The Trainer on p.train; a later `stage` trains `train` for segments.hard_negatives.epochs, with
@@ -286,13 +286,13 @@ class SegmentClassification(Flow):
         """A model directory loadable by `SegmentClassifier.load` and exportable; thresholds are added by `evaluate`."""
         save_model_dir(model, p.tokenizer, directory, self._meta(recipe, p))
 
-    def evaluate(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trained: Trained) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
         metrics, info = score_segment_model(recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size)
         return metrics, {
             **info,
-            "best_checkpoint_dev_tuned_jaccard_f1": trainer.state.best_metric,
+            "best_checkpoint_dev_tuned_jaccard_f1": trained.trainer.state.best_metric,
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
-            **({"hard_negatives": p.mining} if p.mining is not None else {}),
+            **trained.notes,  # hard_negatives
         }

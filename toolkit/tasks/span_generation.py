@@ -25,7 +25,7 @@ from toolkit.infer.selector import SelectorFit, fit_window_selector, spans_reach
 from toolkit.registry.span_generation import SpanGenerationRecipe
 from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir, write_hallucinations
 from toolkit.tasks.features import FeatureReport, GenerationWindows, generation_examples, generation_windows, labels_to_learn, sample_negatives
-from toolkit.tasks.flow import Flow, Prepared
+from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.models import build_causal_model
 from toolkit.tasks.training import pad_collator, parameter_counts, steps_per_epoch, training_arguments
 
@@ -127,7 +127,7 @@ class SpanGeneration(Flow):
         if p.selector is not None and p.selector.selector is not None:
             p.selector.selector.save(directory)
 
-    def evaluate(self, recipe: SpanGenerationRecipe, run_dir: Path, p: GenerationPrepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: SpanGenerationRecipe, run_dir: Path, p: GenerationPrepared, trained: Trained) -> tuple[dict, dict]:
         generator = SpanGenerator.load(run_dir)  # score exactly what was saved
         records = p.dev_records
         predictions = generator.predict([r.text for r in records])
@@ -161,7 +161,7 @@ class SpanGeneration(Flow):
             "unknown_label_lines": gen["unknown_label_lines"],
             "malformed_lines": gen["malformed_lines"],
             "truncated_outputs": gen["truncated_outputs"],
-            "best_checkpoint_dev_loss": trainer.state.best_metric,
+            "best_checkpoint_dev_loss": trained.trainer.state.best_metric,
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
         }

@@ -25,7 +25,7 @@ from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window
 from toolkit.tasks.features import FeatureReport, labels_to_learn, token_features
-from toolkit.tasks.flow import Flow, Prepared
+from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.models import build_token_model
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, training_arguments
 
@@ -250,12 +250,11 @@ class TokenClassification(Flow):
             head_learning_rate=t.head_learning_rate,
         )
 
-    def train(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared):
-        trainer, span = super().train(recipe, run_dir, p)
-        self.averaged: list[str] = []
+    def train(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared) -> Trained:
+        trained = super().train(recipe, run_dir, p)
         if recipe.train.average_checkpoints:
-            self.averaged = average_last_checkpoints(trainer, recipe.train.average_checkpoints)
-        return trainer, span
+            trained.notes["averaged_checkpoints"] = average_last_checkpoints(trained.trainer, recipe.train.average_checkpoints)
+        return trained
 
     def save(self, recipe: TokenClassificationRecipe, p: TokenPrepared, model, directory: Path) -> None:
         """A model directory loadable by `Tagger.load` and exportable."""
@@ -267,7 +266,7 @@ class TokenClassification(Flow):
     def predictor(self, recipe: TokenClassificationRecipe, p: TokenPrepared, model) -> Tagger:
         return Tagger(model, p.tokenizer, self.meta(recipe, p), str(next(model.parameters()).device))
 
-    def evaluate(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared, trainer) -> tuple[dict, dict]:
+    def evaluate(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared, trained: Trained) -> tuple[dict, dict]:
         tagger = Tagger.load(run_dir)  # score exactly what was saved
         predictions = tagger.predict([r.text for r in p.dev_records], recipe.train.eval_batch_size)
         metrics = score(
@@ -291,8 +290,8 @@ class TokenClassification(Flow):
         write_predictions(run_dir / PREDICTIONS_FILE, p.dev_records, predictions)
         return metrics, {
             "eval_seconds": round(tagger.last_report["seconds"], 1),
-            "best_checkpoint_dev_span_f1": trainer.state.best_metric,
-            **({"averaged_checkpoints": self.averaged} if getattr(self, "averaged", None) else {}),
+            "best_checkpoint_dev_span_f1": trained.trainer.state.best_metric,
+            **trained.notes,  # averaged_checkpoints
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
         }
