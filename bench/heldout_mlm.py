@@ -1,6 +1,7 @@
 """Score several MLM models on the same held-out blocks with the same masks (no training).
 
-    .venv/bin/python bench/heldout_mlm.py recipes/bc5cdr_domain_pretrain_mlm.yaml MODEL_DIR [MODEL_DIR ...] [--rate 0.15]
+    .venv/bin/python bench/heldout_mlm.py recipes/bc5cdr_domain_pretrain_mlm.yaml MODEL_DIR [MODEL_DIR ...] [--rate
+    0.15]
 
 Each model is scored by `toolkit.tasks.pretrain.score_heldout` (the code a pretrain run uses
 before and after training) on the recipe's held-out text, masking `--rate` of the tokens
@@ -29,7 +30,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("recipe")
     parser.add_argument("models", nargs="+")
-    parser.add_argument("--rate", type=float, default=0.15, help="share of held-out tokens masked (80/10/10 of the recipe)")
+    parser.add_argument(
+        "--rate", type=float, default=0.15, help="share of held-out tokens masked (80/10/10 of the recipe)"
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:

@@ -34,7 +34,13 @@ def main() -> None:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         total = model.config.num_hidden_layers
         layers = None if top is None else list(range(total - top, total))
-        lora = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], layers_to_transform=layers)
+        lora = LoraConfig(
+            r=16,
+            lora_alpha=32,
+            lora_dropout=0.05,
+            target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+            layers_to_transform=layers,
+        )
         model = get_peft_model(model, lora)
         model.train()
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
@@ -48,7 +54,11 @@ def main() -> None:
             opt.zero_grad()
             times.append(time.perf_counter() - started)
         name = "every layer" if top is None else f"top {top} of {total}"
-        print(f"{name:>15} {'bf16' if bf16 else 'fp32'}: steps {[round(t, 2) for t in times]} s, median {statistics.median(times[1:]):.2f} s", flush=True)
+        print(
+            f"{name:>15} {'bf16' if bf16 else 'fp32'}: steps {[round(t, 2) for t in times]} s, median "
+            f"{statistics.median(times[1:]):.2f} s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,16 @@ sys.path.insert(0, str(REPO))
 from toolkit.config import load_recipe  # noqa: E402
 from toolkit.hardware import benchmark_header  # noqa: E402
 
-KEYS = ["span_precision", "span_recall", "span_f1", "seqeval_f1", "jaccard_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall"]
+KEYS = [
+    "span_precision",
+    "span_recall",
+    "span_f1",
+    "seqeval_f1",
+    "jaccard_recall",
+    "boundary_start_recall",
+    "boundary_end_recall",
+    "boundary_both_recall",
+]
 
 
 def run_toolkit(recipe, out_dir: Path) -> dict:
@@ -65,7 +74,9 @@ def run_baseline(recipe, out_dir: Path) -> dict:
     tag_to_id = {t: i for i, t in enumerate(space.tags)}
 
     def encode(records):
-        enc = tok([r.text for r in records], truncation=True, max_length=ml, padding="max_length", return_offsets_mapping=True)
+        enc = tok(
+            [r.text for r in records], truncation=True, max_length=ml, padding="max_length", return_offsets_mapping=True
+        )
         windows, targets = [], []
         for i, r in enumerate(records):
             wids = enc.word_ids(i)
@@ -93,7 +104,9 @@ def run_baseline(recipe, out_dir: Path) -> dict:
     )
     from datasets import Dataset
 
-    ds = Dataset.from_dict({"input_ids": [w.input_ids for w in train_w], "attention_mask": train_enc["attention_mask"], "labels": train_t})
+    ds = Dataset.from_dict(
+        {"input_ids": [w.input_ids for w in train_w], "attention_mask": train_enc["attention_mask"], "labels": train_t}
+    )
     trainer = Trainer(model=model, args=args, train_dataset=ds, data_collator=DataCollatorForTokenClassification(tok))
     started = time.perf_counter()
     trainer.train()
@@ -133,7 +146,9 @@ def run_baseline(recipe, out_dir: Path) -> dict:
             "optimizer_steps": trainer.state.global_step,
             "train_tokens_per_second": round(tokens * epochs / train_seconds, 1),
             "train_real_tokens_per_second": round(real * epochs / train_seconds, 1),
-            "train_tokens_seen_fraction": round(real / sum(len(tok(r.text, add_special_tokens=False)["input_ids"]) for r in train_records), 3),
+            "train_tokens_seen_fraction": round(
+                real / sum(len(tok(r.text, add_special_tokens=False)["input_ids"]) for r in train_records), 3
+            ),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         },
     }
@@ -149,7 +164,13 @@ def main() -> None:
     started = time.perf_counter()
     result = run_toolkit(recipe, out_dir) if variant == "toolkit" else run_baseline(recipe, out_dir)
     result.update(
-        {"variant": variant, "recipe": recipe_path, "overrides": overrides, "wall_seconds": round(time.perf_counter() - started, 1), "machine": machine}
+        {
+            "variant": variant,
+            "recipe": recipe_path,
+            "overrides": overrides,
+            "wall_seconds": round(time.perf_counter() - started, 1),
+            "machine": machine,
+        }
     )
     (out_dir / f"{Path(recipe_path).stem}_{variant}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     print(json.dumps({"variant": variant, **{k: result["summary"][k] for k in KEYS}, **result["run"]}))

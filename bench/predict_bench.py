@@ -5,7 +5,8 @@
 
 Each engine predicts every document of --data into a fresh file (--repeat times; medians reported).
 The first run of each engine includes starting Ray (`ray.init`); later runs reuse the instance, but each
-run still starts its actors and loads the model in each (as every `toolkit predict` command does). Every engine's output must equal the local path's, byte for byte.
+run still starts its actors and loads the model in each (as every `toolkit predict` command does). Every engine's output
+must equal the local path's, byte for byte.
 
 The driver ceiling: on a cluster every row comes back to one driver, which writes OUT. Its rate
 (prediction rows written per second, no model) bounds what N machines can reach.
@@ -78,7 +79,13 @@ def main() -> None:
                     if ray.is_initialized() and k == 0:
                         ray.shutdown()  # each Ray engine starts its own instance: its cold start is measured
                     summary = predict_collection(
-                        args.model, [args.data], out, batch_size=args.batch_size, ray_address="local", ray_actors=int(actors), ray_cpus_per_actor=int(cpus or 1)
+                        args.model,
+                        [args.data],
+                        out,
+                        batch_size=args.batch_size,
+                        ray_address="local",
+                        ray_actors=int(actors),
+                        ray_cpus_per_actor=int(cpus or 1),
                     )
                 else:
                     summary = predict_collection(args.model, [args.data], out, batch_size=args.batch_size)
@@ -90,7 +97,10 @@ def main() -> None:
                 text = out.read_text()
                 reference = reference or text
                 same = text == reference
-                print(f"{engine} run {k + 1}: {wall:.1f} s, {documents / wall:.2f} docs/s, output equal to local: {same}", flush=True)
+                print(
+                    f"{engine} run {k + 1}: {wall:.1f} s, {documents / wall:.2f} docs/s, output equal to local: {same}",
+                    flush=True,
+                )
                 assert same, f"{engine}: output differs from the first engine's"
             warm = walls[1:] or walls
             results[engine] = {
@@ -107,10 +117,21 @@ def main() -> None:
     base = results.get("local", next(iter(results.values())))["docs_per_second_after_first"]
     for engine, r in results.items():
         print(
-            f"| {engine} | {r['first_run_seconds']} | {r['median_seconds_after_first']} | {r['docs_per_second_after_first']} | {r['docs_per_second_after_first'] / base:.2f}x |"
+            f"| {engine} | {r['first_run_seconds']} | {r['median_seconds_after_first']} | "
+            f"{r['docs_per_second_after_first']} | {r['docs_per_second_after_first'] / base:.2f}x |"
         )
     if args.out:
-        args.out.write_text(json.dumps({"hardware": hardware, "data": str(args.data), "results": results, "driver_rows_per_second": round(ceiling)}, indent=2))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "hardware": hardware,
+                    "data": str(args.data),
+                    "results": results,
+                    "driver_rows_per_second": round(ceiling),
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -92,7 +92,9 @@ def batch_invariant(predictor, texts) -> bool:
     for k in (0, 3, 7):
         alone = predictor.predict([texts[k]])[0]
         mixed = predictor.predict([texts[k + 1], texts[k], texts[k + 2] * 2])[1]
-        same &= [(s.start, s.end, s.label, s.score) for s in alone] == [(s.start, s.end, s.label, s.score) for s in mixed]
+        same &= [(s.start, s.end, s.label, s.score) for s in alone] == [
+            (s.start, s.end, s.label, s.score) for s in mixed
+        ]
     return same
 
 
@@ -110,10 +112,24 @@ def main() -> None:
     fp32 = load_predictor(run)
     fp32_pred, fp32_s = timed(fp32, texts)
     base = score(texts, golds, fp32_pred, bootstrap=0)["summary"]["span_f1"]
-    print(json.dumps({"scheme": "onnx fp32", "span_f1": base, "seconds": round(fp32_s, 2), "batch_invariant": batch_invariant(fp32, texts)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "scheme": "onnx fp32",
+                "span_f1": base,
+                "seconds": round(fp32_s, 2),
+                "batch_invariant": batch_invariant(fp32, texts),
+            }
+        ),
+        flush=True,
+    )
     train = [r.text for r in records_for(run, run.recipe.data.train, 64)]
     windows = fp32.windows(train)
-    matmuls = [n.name for n in onnx.load(str(args.artifact / ONNX_FILE), load_external_data=False).graph.node if n.op_type in ("MatMul", "Gemm")]
+    matmuls = [
+        n.name
+        for n in onnx.load(str(args.artifact / ONNX_FILE), load_external_data=False).graph.node
+        if n.op_type in ("MatMul", "Gemm")
+    ]
     ffn_out = [n for n in matmuls if "output/dense" in n and "attention" not in n]
     schemes = [
         ("dynamic, whole-tensor activations", dynamic, {}),

@@ -24,7 +24,15 @@ COLUMNS = [
     ("train s", lambda m: m["run"].get("train_seconds")),
     ("of which eval s", lambda m: m["run"].get("evaluation_seconds_during_training")),
 ]
-CURVE = ["jaccard_f1", "jaccard_precision", "jaccard_recall", "macro_aupr", "tuned_jaccard_f1", "tuned_jaccard_precision", "tuned_jaccard_recall"]
+CURVE = [
+    "jaccard_f1",
+    "jaccard_precision",
+    "jaccard_recall",
+    "macro_aupr",
+    "tuned_jaccard_f1",
+    "tuned_jaccard_precision",
+    "tuned_jaccard_recall",
+]
 
 
 def _cell(value, seconds: bool = False) -> str:
@@ -34,7 +42,13 @@ def _cell(value, seconds: bool = False) -> str:
         return f"{value:,.1f}"
     if isinstance(value, list):
         return "-".join(f"{v:.3f}" for v in value)
-    return f"{value:.3f}" if isinstance(value, float) and value < 10 else f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)
+    return (
+        f"{value:.3f}"
+        if isinstance(value, float) and value < 10
+        else f"{value:,.0f}"
+        if isinstance(value, (int, float))
+        else str(value)
+    )
 
 
 def main() -> None:
@@ -50,14 +64,22 @@ def main() -> None:
     if args.curve:
         for run in args.runs:
             log = run / "train_log.jsonl"
-            evals = [e for e in map(json.loads, log.read_text(encoding="utf-8").splitlines()) if "eval_loss" in e] if log.is_file() else []
+            evals = (
+                [e for e in map(json.loads, log.read_text(encoding="utf-8").splitlines()) if "eval_loss" in e]
+                if log.is_file()
+                else []
+            )
             if not evals:
                 continue
             keys = [k for k in CURVE if any(f"eval_{k}" in e for e in evals)]  # later stages may log more
             print(f"\n{run.name}\n\n| step | epoch | stage | " + " | ".join(keys) + " |")
             print("|---" * (len(keys) + 3) + "|")
             for e in evals:
-                print(f"| {e['step']} | {e['epoch']:.2f} | {e.get('stage', '')} | " + " | ".join(_cell(e.get(f"eval_{k}")) for k in keys) + " |")
+                print(
+                    f"| {e['step']} | {e['epoch']:.2f} | {e.get('stage', '')} | "
+                    + " | ".join(_cell(e.get(f"eval_{k}")) for k in keys)
+                    + " |"
+                )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """Export and serving benchmarks (not CI): PyTorch vs ONNX fp32 vs ONNX int8, and the service under load.
 
     .venv/bin/python bench/serve_bench.py models  RUN  --data DEV.jsonl     # latency, docs/s, span F1 per variant
-    .venv/bin/python bench/serve_bench.py service RUN  --data DEV.jsonl     # 1/8/32/64 closed-loop clients; answers vs single requests
-        [--seconds 1200] [--model-threads 1 2] [--batch 32]                 # a soak; thread counts; docs/s against in-process batching
-    .venv/bin/python bench/serve_bench.py stop    RUN  --data DEV.jsonl     # SIGTERM to `toolkit serve`, idle and under load, --tries 10
+    .venv/bin/python bench/serve_bench.py service RUN  --data DEV.jsonl     # 1/8/32/64 closed-loop clients; answers vs
+    single requests
+        [--seconds 1200] [--model-threads 1 2] [--batch 32]                 # a soak; thread counts; docs/s against
+        in-process batching
+    .venv/bin/python bench/serve_bench.py stop    RUN  --data DEV.jsonl     # SIGTERM to `toolkit serve`, idle and under
+    load, --tries 10
     .venv/bin/python bench/serve_bench.py clm     RUN                       # decoding tokens/s, PyTorch vs ONNX
 
 Artifacts are exported (parity-gated) under bench/results/artifacts/<run>-{fp32,int8} and reused.
@@ -50,7 +53,9 @@ def latency_stats(seconds: list[float]) -> dict:
 def f1_of(records, predictions) -> float:
     from toolkit.evaluate.metrics import score
 
-    return round(score([r.text for r in records], [r.spans for r in records], predictions, bootstrap=0)["summary"]["span_f1"], 4)
+    return round(
+        score([r.text for r in records], [r.spans for r in records], predictions, bootstrap=0)["summary"]["span_f1"], 4
+    )
 
 
 def pipeline_spans(pipe, text: str):
@@ -92,7 +97,9 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
             model = variants["pytorch"][1]
         if model is None:
             model = ORTModelForTokenClassification.from_pretrained(path, file_name="model.onnx")
-        pipe = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="first", device="cpu")
+        pipe = pipeline(
+            "token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="first", device="cpu"
+        )
         tagger = Tagger.load(path)
         if name == "pytorch_bf16":
             tagger.autocast = "bfloat16"
@@ -103,7 +110,10 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
         preds: dict[str, list] = {"hf_pipeline": [], "toolkit_tagger": []}
         # One path at a time over all documents: interleaving two onnxruntime sessions lets one
         # session's spinning threads take the cores from the other's next call.
-        for kind, call in (("hf_pipeline", lambda text, p=pipe: pipeline_spans(p, text)), ("toolkit_tagger", lambda text, t=tagger: t.predict([text])[0])):
+        for kind, call in (
+            ("hf_pipeline", lambda text, p=pipe: pipeline_spans(p, text)),
+            ("toolkit_tagger", lambda text, t=tagger: t.predict([text])[0]),
+        ):
             for r in range(repeat):
                 for text in texts:
                     t = time.perf_counter()
@@ -115,12 +125,15 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
         out[name] = {
             "hf_pipeline": {**latency_stats(timings["hf_pipeline"]), "span_f1": f1_of(records, pipe_preds)},
             "toolkit_tagger": {**latency_stats(timings["toolkit_tagger"]), "span_f1": f1_of(records, tagger_preds)},
-            "model_bytes": sum(p.stat().st_size for p in Path(path).rglob("*.onnx")) or next(Path(path).rglob("model.safetensors")).stat().st_size,
+            "model_bytes": sum(p.stat().st_size for p in Path(path).rglob("*.onnx"))
+            or next(Path(path).rglob("model.safetensors")).stat().st_size,
         }
         print(name, json.dumps(out[name]), flush=True)
     for kind in ("hf_pipeline", "toolkit_tagger"):
         base = out["pytorch"][kind]["p50_ms"]
-        out[f"speedup_p50_{kind}"] = {v: round(base / out[v][kind]["p50_ms"], 2) for v in ("onnx_fp32", "onnx_int8", "pytorch_bf16", "chosen")}
+        out[f"speedup_p50_{kind}"] = {
+            v: round(base / out[v][kind]["p50_ms"], 2) for v in ("onnx_fp32", "onnx_int8", "pytorch_bf16", "chosen")
+        }
     # The toolkit's paths against the plain Hugging Face pipeline in PyTorch fp32 (the baseline a user starts from).
     base = out["pytorch"]["hf_pipeline"]["p50_ms"]
     out["tagger_vs_hf_pipeline_fp32_p50"] = {v: round(base / out[v]["toolkit_tagger"]["p50_ms"], 2) for v in variants}
@@ -198,11 +211,23 @@ def _log_counts(log: Path) -> dict:
     text = log.read_text(errors="replace") if log.is_file() else ""
     batches = [line for line in text.splitlines() if "batch of " in line]
     in_batches = sum(int(line.split("batch of ")[1].split(" ")[0]) for line in batches)
-    return {"model_calls": len(batches), "requests_in_model_calls": in_batches, "tracebacks": text.count("Traceback"), "warnings": text.count("WARNING")}
+    return {
+        "model_calls": len(batches),
+        "requests_in_model_calls": in_batches,
+        "tracebacks": text.count("Traceback"),
+        "warnings": text.count("WARNING"),
+    }
 
 
 def bench_service(
-    run: Path, data: str, requests_per_client: int, clients: list[int], precision: str, seconds: float | None, threads: list[int], batch: int
+    run: Path,
+    data: str,
+    requests_per_client: int,
+    clients: list[int],
+    precision: str,
+    seconds: float | None,
+    threads: list[int],
+    batch: int,
 ) -> dict:
     """Closed-loop clients against the service (in-process batching at `batch` documents per model
     call), for each model thread count; each load's docs/s against the same model's in-process batched
@@ -212,7 +237,13 @@ def bench_service(
 
     art = artifact(run, precision)
     texts = [r.text for r in load_records(data)]
-    out: dict = {"artifact": str(art), "requests_per_client": requests_per_client, "seconds_per_load": seconds, "documents": len(texts), "cpu": cpu_line()}
+    out: dict = {
+        "artifact": str(art),
+        "requests_per_client": requests_per_client,
+        "seconds_per_load": seconds,
+        "documents": len(texts),
+        "cpu": cpu_line(),
+    }
     import torch
 
     for n_threads in threads:
@@ -273,11 +304,15 @@ def bench_stop(run: Path, data: str, precision: str, tries: int, clients: int) -
 
                 signalled: list[float] = []
 
-                def client(k: int, stop=stop, url=url, in_flight=in_flight, at_signal=at_signal, signalled=signalled) -> None:
+                def client(
+                    k: int, stop=stop, url=url, in_flight=in_flight, at_signal=at_signal, signalled=signalled
+                ) -> None:
                     i = 0
                     while not stop.is_set():
                         sent = time.monotonic()
-                        req = urllib.request.Request(url + "/extract", data=json.dumps({"text": texts[(k + i) % len(texts)]}).encode())
+                        req = urllib.request.Request(
+                            url + "/extract", data=json.dumps({"text": texts[(k + i) % len(texts)]}).encode()
+                        )
                         req.add_header("Content-Type", "application/json")
                         try:
                             with urllib.request.urlopen(req, timeout=30) as resp:
@@ -369,10 +404,23 @@ def main() -> None:
     ap.add_argument("--max-docs", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests-per-client", type=int, default=10)
-    ap.add_argument("--seconds", type=float, default=None, help="service: each load runs this long (a soak) instead of a request count")
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="service: each load runs this long (a soak) instead of a request count",
+    )
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
-    ap.add_argument("--model-threads", type=int, nargs="+", default=[0], help="service: the model's intra-op threads, one service per value (0: its default)")
-    ap.add_argument("--batch", type=int, default=32, help="service: documents per model call (the service's --max-batch-size)")
+    ap.add_argument(
+        "--model-threads",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="service: the model's intra-op threads, one service per value (0: its default)",
+    )
+    ap.add_argument(
+        "--batch", type=int, default=32, help="service: documents per model call (the service's --max-batch-size)"
+    )
     ap.add_argument("--tries", type=int, default=10, help="stop: SIGTERMs idle and under load")
     ap.add_argument("--precision", default="int8", choices=["fp32", "int8", "bf16", "fused", "pytorch", "auto"])
     ap.add_argument("--constrained", action="store_true")
@@ -384,7 +432,16 @@ def main() -> None:
     if args.mode == "models":
         result = bench_models(args.run, args.data, args.max_docs, args.repeat)
     elif args.mode == "service":
-        result = bench_service(args.run, args.data, args.requests_per_client, args.clients, args.precision, args.seconds, args.model_threads, args.batch)
+        result = bench_service(
+            args.run,
+            args.data,
+            args.requests_per_client,
+            args.clients,
+            args.precision,
+            args.seconds,
+            args.model_threads,
+            args.batch,
+        )
     elif args.mode == "stop":
         result = bench_stop(args.run, args.data, args.precision, args.tries, max(args.clients))
     else:

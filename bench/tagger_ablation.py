@@ -84,15 +84,25 @@ def main() -> None:
                     "errors": {k: v["count"] for k, v in m["errors"]["kinds"].items()},
                 }
             )
-    report = {"cpu": f"{machine['cpu']}; {' '.join(machine['cpu_flags'])}", "run": str(args.run), "data": args.data, "documents": len(texts), "rows": rows}
+    report = {
+        "cpu": f"{machine['cpu']}; {' '.join(machine['cpu_flags'])}",
+        "run": str(args.run),
+        "data": args.data,
+        "documents": len(texts),
+        "rows": rows,
+    }
     print(f"CPU: {report['cpu']}\n{args.run} on {args.data} ({len(texts)} documents)\n")
-    print("| system | span F1 (95% CI) | P | R | F1 - first row (95% CI) | forward s | decode s | split / FP / missed |")
+    print(
+        "| system | span F1 (95% CI) | P | R | F1 - first row (95% CI) | forward s | decode s | split / FP / missed |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         d, e = r["f1_minus_first_row"], r["errors"]
         print(
-            f"| {r['system']} | {r['span_f1']:.4f} ({r['span_f1_ci95'][0]:.3f}-{r['span_f1_ci95'][1]:.3f}) | {r['span_precision']:.4f} | "
-            f"{r['span_recall']:.4f} | {d['difference']:+.4f} ({d['ci95'][0]:+.3f} to {d['ci95'][1]:+.3f}) | {r['forward_seconds']} | "
+            f"| {r['system']} | {r['span_f1']:.4f} ({r['span_f1_ci95'][0]:.3f}-{r['span_f1_ci95'][1]:.3f}) | "
+            f"{r['span_precision']:.4f} | "
+            f"{r['span_recall']:.4f} | {d['difference']:+.4f} ({d['ci95'][0]:+.3f} to {d['ci95'][1]:+.3f}) | "
+            f"{r['forward_seconds']} | "
             f"{r['decode_seconds_median']} | {e['split span']} / {e['false positive']} / {e['missed']} |"
         )
     if args.out:

@@ -64,7 +64,14 @@ def main() -> None:
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=recipe.train.learning_rate)
         # The recipe's own loss, under the recipe's precision (bf16 autocast when train.precision is bf16).
         autocast = torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=trainer.args.bf16)
-        step = lambda b: trainer.compute_loss(model, dict(b)) if not trainer.args.bf16 else _autocast_loss(trainer, model, b, autocast)  # noqa: E731
+
+        def step(b):
+            return (
+                trainer.compute_loss(model, dict(b))
+                if not trainer.args.bf16
+                else _autocast_loss(trainer, model, b, autocast)
+            )
+
         step(batches[0]).backward()  # warm-up
         optimizer.zero_grad()
         started = time.perf_counter()

@@ -37,7 +37,9 @@ VARIANTS = {
 
 
 def peak_rss(body: str, path: Path) -> int:
-    out = subprocess.run([sys.executable, "-c", PROBE.format(body=body), str(path)], capture_output=True, text=True, check=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(body=body), str(path)], capture_output=True, text=True, check=True, cwd=REPO
+    )
     return int(out.stdout.strip().splitlines()[-1])
 
 
@@ -60,14 +62,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--scale", type=int, default=1, help="validate N renamed copies of FILE concatenated (a larger file)")
+    parser.add_argument(
+        "--scale", type=int, default=1, help="validate N renamed copies of FILE concatenated (a larger file)"
+    )
     args = parser.parse_args()
     if not args.file.is_file():
         sys.exit(f"skipped: {args.file} not found (the public data lives in ../shared/data)")
     if args.scale > 1:
         args.file = scaled_copy(args.file, args.scale)
     size = args.file.stat().st_size
-    peaks = {name: statistics.median(peak_rss(body, args.file) for _ in range(args.repeat)) for name, body in VARIANTS.items()}
+    peaks = {
+        name: statistics.median(peak_rss(body, args.file) for _ in range(args.repeat))
+        for name, body in VARIANTS.items()
+    }
     mib = 1024 * 1024
     result = {
         "file": str(args.file),

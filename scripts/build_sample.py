@@ -39,7 +39,14 @@ PLACES = [
     "the State of Texas",
     "Ireland",
 ]
-NUMBERS = [("thirty", 30), ("sixty", 60), ("ninety", 90), ("fifteen", 15), ("forty-five", 45), ("one hundred twenty", 120)]
+NUMBERS = [
+    ("thirty", 30),
+    ("sixty", 60),
+    ("ninety", 90),
+    ("fifteen", 15),
+    ("forty-five", 45),
+    ("one hundred twenty", 120),
+]
 PRODUCTS = [
     "warehouse management services",
     "calibration equipment",
@@ -75,15 +82,24 @@ TERMINATION = [
     "The Customer may end this Agreement at any time by giving {notice} to the Supplier.",
     "This Agreement may be terminated by either party on {notice} if the other party materially breaches it.",
 ]
-NOTICE = ["{w} ({n}) days' prior written notice", "at least {w} ({n}) days' written notice", "{w} ({n}) days' notice in writing"]
+NOTICE = [
+    "{w} ({n}) days' prior written notice",
+    "at least {w} ({n}) days' written notice",
+    "{w} ({n}) days' notice in writing",
+]
 CONFIDENTIALITY = [
-    "Each party shall keep the other party's Confidential Information secret and use it only to perform this Agreement.",
-    "The Recipient shall not disclose Confidential Information to any third party without the Discloser's prior written consent.",
-    "Confidential Information shall be protected with at least the same care the receiving party uses for its own secrets.",
+    "Each party shall keep the other party's Confidential Information secret and use it only to perform "
+    "this Agreement.",
+    "The Recipient shall not disclose Confidential Information to any third party without the Discloser's prior "
+    "written consent.",
+    "Confidential Information shall be protected with at least the same care the receiving party uses for its own "
+    "secrets.",
 ]
 LIABILITY = [
-    "In no event shall either party's total liability under this Agreement exceed the fees paid in the twelve months before the claim.",
-    "Neither party shall be liable for any indirect, incidental or consequential damages arising out of this Agreement.",
+    "In no event shall either party's total liability under this Agreement exceed the fees paid in the twelve months "
+    "before the claim.",
+    "Neither party shall be liable for any indirect, incidental or consequential damages arising out of "
+    "this Agreement.",
     "The Supplier's aggregate liability shall not exceed two times the annual fees payable under this Agreement.",
 ]
 PAYMENT = [
@@ -97,7 +113,14 @@ PATIENT_OPENERS = [
     "The patient, a {age}-year-old {sex}, was admitted after {days} days of {symptom}.",
     "{Sex}, aged {age}, seen in follow-up for {symptom}.",
 ]
-SYMPTOMS = ["a persistent cough", "shortness of breath", "chest discomfort", "intermittent fever", "fatigue and weight loss", "morning headaches"]
+SYMPTOMS = [
+    "a persistent cough",
+    "shortness of breath",
+    "chest discomfort",
+    "intermittent fever",
+    "fatigue and weight loss",
+    "morning headaches",
+]
 DISEASES = [
     "type 2 diabetes",
     "hypertension",
@@ -110,7 +133,18 @@ DISEASES = [
     "heart failure",
     "rheumatoid arthritis",
 ]
-CHEMICALS = ["metformin", "lisinopril", "salbutamol", "warfarin", "amoxicillin", "levothyroxine", "furosemide", "methotrexate", "sumatriptan", "atorvastatin"]
+CHEMICALS = [
+    "metformin",
+    "lisinopril",
+    "salbutamol",
+    "warfarin",
+    "amoxicillin",
+    "levothyroxine",
+    "furosemide",
+    "methotrexate",
+    "sumatriptan",
+    "atorvastatin",
+]
 HISTORY = [
     "Past history includes {d1} and {d2}.",
     "The patient has a long history of {d1}, well controlled until this year.",
@@ -162,7 +196,11 @@ class Builder:
             self.spans.append({"start": sentence_start, "end": len(self.text), "label": label})
 
     def record(self, rid: str) -> dict:
-        return {"id": rid, "text": self.text, "spans": sorted(self.spans, key=lambda s: (s["start"], s["end"], s["label"]))}
+        return {
+            "id": rid,
+            "text": self.text,
+            "spans": sorted(self.spans, key=lambda s: (s["start"], s["end"], s["label"])),
+        }
 
 
 def contract(rng: random.Random, rid: str) -> dict:
@@ -195,12 +233,26 @@ def contract(rng: random.Random, rid: str) -> dict:
 def clinical(rng: random.Random, rid: str) -> dict:
     b = Builder()
     sex = rng.choice(["woman", "man"])
-    b.add(rng.choice(PATIENT_OPENERS), age=str(rng.randint(19, 88)), sex=sex, Sex=sex.capitalize(), days=str(rng.randint(2, 14)), symptom=rng.choice(SYMPTOMS))
+    b.add(
+        rng.choice(PATIENT_OPENERS),
+        age=str(rng.randint(19, 88)),
+        sex=sex,
+        Sex=sex.capitalize(),
+        days=str(rng.randint(2, 14)),
+        symptom=rng.choice(SYMPTOMS),
+    )
     d1, d2 = rng.sample(DISEASES, 2)
     c1, c2 = rng.sample(CHEMICALS, 2)
     for group in (HISTORY, MEDS, PLAN):
         for template in rng.sample(group, rng.randint(1, 2)):
-            b.add(template, d1=(d1, "Disease"), d2=(d2, "Disease"), c1=(c1, "Chemical"), c2=(c2, "Chemical"), C1=(c1.capitalize(), "Chemical"))
+            b.add(
+                template,
+                d1=(d1, "Disease"),
+                d2=(d2, "Disease"),
+                c1=(c1, "Chemical"),
+                c2=(c2, "Chemical"),
+                C1=(c1.capitalize(), "Chemical"),
+            )
             d1, d2 = d2, rng.choice([x for x in DISEASES if x not in (d1, d2)])
     return b.record(rid)
 
@@ -209,11 +261,21 @@ def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description="Build the embedded sample (deterministic).")
-    parser.add_argument("--out", type=Path, default=OUT, help="Directory to write the four JSONL files (default: the package's sample folder).")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=OUT,
+        help="Directory to write the four JSONL files (default: the package's sample folder).",
+    )
     out = parser.parse_args().out
     rng = random.Random(20261130)
     out.mkdir(parents=True, exist_ok=True)
-    plan = {"contracts_train": (contract, 48), "contracts_dev": (contract, 16), "clinical_train": (clinical, 60), "clinical_dev": (clinical, 20)}
+    plan = {
+        "contracts_train": (contract, 48),
+        "contracts_dev": (contract, 16),
+        "clinical_train": (clinical, 60),
+        "clinical_dev": (clinical, 20),
+    }
     for name, (make, count) in plan.items():
         prefix = name.replace("_", "-")
         with (out / f"{name}.jsonl").open("w", encoding="utf-8") as handle:

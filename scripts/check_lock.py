@@ -46,7 +46,8 @@ def disagreements(pyproject: dict, pins: dict[str, str], lock_python: str | None
     problems = []
     if lock_python != python:
         problems.append(
-            f"the lock was resolved with Python {lock_python}, this is Python {python}: run `make lock` with Python {python}, or install with LOCKED=0"
+            f"the lock was resolved with Python {lock_python}, this is Python {python}: run `make lock` with Python "
+            f"{python}, or install with LOCKED=0"
         )
     for where, req in wanted(pyproject):
         if req.marker is not None and not req.marker.evaluate():
@@ -55,7 +56,9 @@ def disagreements(pyproject: dict, pins: dict[str, str], lock_python: str | None
         if name not in pins:
             problems.append(f"pyproject.toml {where}: {req} is not in the lock: run `make lock`")
         elif not req.specifier.contains(Version(pins[name]), prereleases=True):
-            problems.append(f"pyproject.toml {where}: {req} does not admit the locked {name}=={pins[name]}: run `make lock`")
+            problems.append(
+                f"pyproject.toml {where}: {req} does not admit the locked {name}=={pins[name]}: run `make lock`"
+            )
     return problems
 
 
@@ -75,7 +78,9 @@ def installed_mismatches(pins: dict[str, str]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lock-only", action="store_true", help="check pyproject.toml against the lock, not the installed packages")
+    parser.add_argument(
+        "--lock-only", action="store_true", help="check pyproject.toml against the lock, not the installed packages"
+    )
     args = parser.parse_args()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     lock = (ROOT / "requirements" / "lock.txt").read_text(encoding="utf-8")
@@ -87,7 +92,10 @@ def main() -> int:
     for problem in problems:
         print(f"lock: {problem}", file=sys.stderr)
     if not problems:
-        print(f"lock: {len(pins)} pinned packages agree with pyproject.toml" + ("" if args.lock_only else " and are installed"))
+        print(
+            f"lock: {len(pins)} pinned packages agree with pyproject.toml"
+            + ("" if args.lock_only else " and are installed")
+        )
     return 1 if problems else 0
 
 

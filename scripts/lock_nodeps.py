@@ -19,7 +19,10 @@ def pins(text: str) -> list[str]:
 
 
 def main(source: Path, out: Path) -> None:
-    lines = ["# Written by `make lock` (scripts/lock_nodeps.py) from requirements/nodeps.in: installed with --no-deps.", ""]
+    lines = [
+        "# Written by `make lock` (scripts/lock_nodeps.py) from requirements/nodeps.in: installed with --no-deps.",
+        "",
+    ]
     for pin in pins(source.read_text()):
         if "==" not in pin:
             sys.exit(f"{source}: {pin!r} is not pinned; write name==version")

@@ -73,12 +73,26 @@ def tiny_tokenizer_dir(tmp_path_factory) -> Path:
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    corpus = ["aa bb cc dd ee ff", "Either party may terminate on thirty days notice.", "Aspirin relieved the migraine."]
-    tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    corpus = [
+        "aa bb cc dd ee ff",
+        "Either party may terminate on thirty days notice.",
+        "Aspirin relieved the migraine.",
+    ]
+    tok.train_from_iterator(
+        corpus, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    )
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]", model_max_length=64
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
     )
     out = tmp_path_factory.mktemp("tiny_tokenizer")
     fast.save_pretrained(out)
@@ -106,7 +120,10 @@ def tiny_mlm_run(tiny_bert, tmp_path_factory) -> Path:
     from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("tiny_mlm_run")
-    recipe = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [f"model.name={tiny_bert}", f"output_dir={out}", *OVERFIT_FIVE, "eval.bootstrap=0"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [f"model.name={tiny_bert}", f"output_dir={out}", *OVERFIT_FIVE, "eval.bootstrap=0"],
+    )
     run_recipe(recipe, out / "demo_mlm")
     return out / "demo_mlm"
 
@@ -153,7 +170,9 @@ def browser_page():
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra has it)")
     binary = shutil.which("chromium")
     if binary is None:
-        pytest.skip("Chromium is not installed (make install adds Debian's chromium package where apt-get is available)")
+        pytest.skip(
+            "Chromium is not installed (make install adds Debian's chromium package where apt-get is available)"
+        )
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=binary, args=["--no-sandbox"])
         page = browser.new_page()

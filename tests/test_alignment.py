@@ -79,7 +79,12 @@ def test_flat_round_trip_across_windows(tok, doc, label_all):
     windows = make_windows(tok, [text], max_length=16, stride=4)
     logits = [one_hot(flat_targets(w.offsets, w.word_ids, spans, ids, label_all), len(tags)) for w in windows]
     decoded = decode_documents(
-        [text], [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits, LabelSpace(tuple(LABELS), False, label_all)
+        [text],
+        [w.doc for w in windows],
+        [w.offsets for w in windows],
+        [w.word_ids for w in windows],
+        logits,
+        LabelSpace(tuple(LABELS), False, label_all),
     )
     assert [(s.start, s.end, s.label) for s in decoded[0]] == [(s.start, s.end, s.label) for s in spans]
 
@@ -99,7 +104,12 @@ def test_multi_label_round_trip_keeps_cross_label_overlaps(tok, doc):
                 out[i, 3 * k + (0 if v == IGNORE else v)] = 10.0
         logits.append(out)
     decoded = decode_documents(
-        [text], [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], logits, LabelSpace(tuple(LABELS), True, False)
+        [text],
+        [w.doc for w in windows],
+        [w.offsets for w in windows],
+        [w.word_ids for w in windows],
+        logits,
+        LabelSpace(tuple(LABELS), True, False),
     )
     assert sorted((s.start, s.end, s.label) for s in decoded[0]) == sorted((s.start, s.end, s.label) for s in kept)
 

@@ -29,7 +29,10 @@ def import_graph() -> dict[str, set[str]]:
         deps = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("toolkit"):
-                deps |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names}
+                deps |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                    for a in node.names
+                }
             elif isinstance(node, ast.Import):
                 deps |= {a.name for a in node.names if a.name.startswith("toolkit")}
         graph[name] = {d for d in deps if d in modules and d != name}
@@ -80,7 +83,9 @@ def test_no_import_cycles_between_modules():
 def test_no_import_cycles_between_subpackages():
     packages: dict[str, set[str]] = {}
     for module, deps in import_graph().items():
-        packages.setdefault(package_of(module), set()).update(package_of(d) for d in deps if package_of(d) != package_of(module))
+        packages.setdefault(package_of(module), set()).update(
+            package_of(d) for d in deps if package_of(d) != package_of(module)
+        )
     assert cycles(packages) == []
 
 
@@ -100,7 +105,9 @@ def test_pure_layers_stay_pure():
 
 def test_no_module_imports_a_training_flow():
     for module, deps in import_graph().items():
-        assert not (deps & FLOWS), f"{module} imports {sorted(deps & FLOWS)}: reach flows through toolkit.tasks.flow_for"
+        assert not (deps & FLOWS), (
+            f"{module} imports {sorted(deps & FLOWS)}: reach flows through toolkit.tasks.flow_for"
+        )
 
 
 def task_name_uses(source: str) -> list[int]:
@@ -109,7 +116,9 @@ def task_name_uses(source: str) -> list[int]:
     names = set(TASK_NAMES) | set(TASKS)
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Compare, ast.Dict, ast.Subscript, ast.Tuple, ast.List, ast.Set, ast.Call, ast.IfExp, ast.Match)):
+        if isinstance(
+            node, (ast.Compare, ast.Dict, ast.Subscript, ast.Tuple, ast.List, ast.Set, ast.Call, ast.IfExp, ast.Match)
+        ):
             for child in ast.walk(node):
                 if isinstance(child, ast.Constant) and child.value in names:
                     found.append(child.lineno)
@@ -126,6 +135,9 @@ def test_no_module_outside_the_registry_branches_on_a_task_name():
 
 
 def test_a_planted_task_branch_is_found():
-    planted = 'def seconds(run):\n    if run.task == "span_generation":\n        return 4\n    return {"token_classification": 32}.get(run.task)\n'
+    planted = (
+        'def seconds(run):\n    if run.task == "span_generation":\n        return 4\n'
+        '    return {"token_classification": 32}.get(run.task)\n'
+    )
     assert task_name_uses(planted) == [2, 4]
     assert task_name_uses('"""A span_generation model."""\nMESSAGE = "fine-tune a token_classification recipe"\n') == []

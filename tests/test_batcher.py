@@ -67,7 +67,9 @@ def test_a_batch_holds_whole_requests_up_to_the_bound_in_arrival_order():
 def test_a_request_whose_client_left_before_its_turn_is_not_run():
     model = FakeModel(hold_first=True)
     batcher = ModelBatcher(model, max_batch_docs=8)
-    _, (gone, kept) = asyncio.run(behind_a_held_call(model, batcher, [["gone"], ["kept"]], before_release=lambda tasks: tasks[0].cancel()))
+    _, (gone, kept) = asyncio.run(
+        behind_a_held_call(model, batcher, [["gone"], ["kept"]], before_release=lambda tasks: tasks[0].cancel())
+    )
     assert kept == ["KEPT"] and isinstance(gone, asyncio.CancelledError)
     assert ["gone"] not in model.calls and all("gone" not in call for call in model.calls)
     batcher.close()

@@ -49,7 +49,14 @@ def test_report_on_hand_built_corpus(tmp_path):
 
 def test_token_statistics_with_a_real_fast_tokenizer(tmp_path, tiny_tokenizer_dir):
     f = write(
-        tmp_path / "c.jsonl", [{"id": "1", "text": "aa bb cc dd ee ff", "spans": [{"start": 3, "end": 8, "label": "X"}, {"start": 4, "end": 8, "label": "Y"}]}]
+        tmp_path / "c.jsonl",
+        [
+            {
+                "id": "1",
+                "text": "aa bb cc dd ee ff",
+                "spans": [{"start": 3, "end": 8, "label": "X"}, {"start": 4, "end": 8, "label": "Y"}],
+            }
+        ],
     )
     r = run_check([f], tokenizer=str(tiny_tokenizer_dir), max_length=6).report
     assert r["doc_tokens"]["max"] == 6
@@ -71,8 +78,16 @@ def test_sample_is_clean():
 
 
 def test_cli_json_output_lists_every_problem(tmp_path):
-    bad = write(tmp_path / "bad.jsonl", [{"id": str(i), "text": f"abc {i}", "spans": [{"start": 0, "end": 9, "label": "X"}]} for i in range(150)])
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "check", str(bad), "--no-tokenizer", "--json"], capture_output=True, text=True, timeout=120)
+    bad = write(
+        tmp_path / "bad.jsonl",
+        [{"id": str(i), "text": f"abc {i}", "spans": [{"start": 0, "end": 9, "label": "X"}]} for i in range(150)],
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit", "check", str(bad), "--no-tokenizer", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["problems"]["errors"] == 150 and len(report["problems"]["items"]) == 150

@@ -52,7 +52,9 @@ def test_recovery_repeats_whitespace_near_misses_and_inventions():
     r = recover_offsets(WINDOW, gen, min_similarity=85)
     got = [(WINDOW[s.start : s.end], s.method) for s in r.spans]
     assert got[0] == ("aspirin", "exact") and r.spans[0].start == 26  # first occurrence after the cursor
-    assert got[1] == ("aspirin", "exact") and r.spans[1].start == WINDOW.rindex("aspirin")  # the repeat takes the next one
+    assert got[1] == ("aspirin", "exact") and r.spans[1].start == WINDOW.rindex(
+        "aspirin"
+    )  # the repeat takes the next one
     assert got[2] == ("stopped aspirin and  started", "whitespace")  # whitespace drift
     assert got[3] == ("warfarin;\naspirin", "whitespace")  # newline in the source
     assert got[4][1] == "fuzzy" and got[4][0] == "warfarin"  # near miss
@@ -78,7 +80,9 @@ def test_constrained_decoding_never_emits_text_absent_from_the_window(tiny_llama
     torch.manual_seed(0)  # an initialisation that emits spans rather than only "none"
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tiny_llama))
     generation = GenerationConfig(max_new_tokens=40, batch_size=4, min_similarity=100)
-    meta = ModelMeta(task="span_generation", labels=["Chemical", "Disease"], max_length=64, stride=16, generation=generation)
+    meta = ModelMeta(
+        task="span_generation", labels=["Chemical", "Disease"], max_length=64, stride=16, generation=generation
+    )
     texts = [json.loads(line)["text"] for line in (SAMPLE_DIR / "clinical_dev.jsonl").open()][:3]
     gen = SpanGenerator(model, tok, meta)
     gen.predict(texts, constrained=True)
@@ -101,7 +105,9 @@ def test_copy_processor_masks_tokens_that_leave_the_window(tiny_llama):
     out = processor(ids, scores)
     allowed = [i for i in range(len(tok)) if out[0, i] > float("-inf")]
     texts = [tok.decode([i]) for i in allowed]
-    assert allowed and all(("Chemical: war" + t).split("\n")[0][len("Chemical: ") :] in "We stopped warfarin." for t in texts)
+    assert allowed and all(
+        ("Chemical: war" + t).split("\n")[0][len("Chemical: ") :] in "We stopped warfarin." for t in texts
+    )
     assert tok.eos_token_id not in allowed  # no end in the middle of a line
 
 
@@ -142,7 +148,9 @@ CLM = [
 
 
 def test_tiny_decoder_overfits_two_documents(tiny_llama, tmp_path):
-    recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM]
+    )
     result = run_recipe(recipe, tmp_path / "demo_clm")
     assert result.summary["span_f1"] == 1.0 and result.run["hallucinated_spans"] == 0
     assert (tmp_path / "demo_clm" / "model" / "toolkit.json").is_file()
@@ -150,7 +158,10 @@ def test_tiny_decoder_overfits_two_documents(tiny_llama, tmp_path):
 
 
 def test_lora_clm_trains_adapters_only(tiny_llama, tmp_path):
-    recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM, "model.lora.enabled=true"])
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_clm.yaml",
+        [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM, "model.lora.enabled=true"],
+    )
     plan = plan_recipe(recipe)
     assert plan["trainable_parameters"] < plan["parameters"] / 5
 
@@ -159,9 +170,19 @@ def test_lora_top_layers_adapts_only_the_last_layers(tiny_llama, tmp_path):
     from toolkit.tasks.models import build_causal_model
 
     def adapted_layers(top_layers: str) -> set[str]:
-        overrides = [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM, "model.lora.enabled=true", f"model.lora.top_layers={top_layers}"]
+        overrides = [
+            f"model.name={tiny_llama}",
+            f"output_dir={tmp_path}",
+            *CLM,
+            "model.lora.enabled=true",
+            f"model.lora.top_layers={top_layers}",
+        ]
         model, _ = build_causal_model(load_recipe(REPO / "recipes" / "demo_clm.yaml", overrides).model)
-        return {name.split(".layers.")[1].split(".")[0] for name, p in model.named_parameters() if "lora_" in name and p.requires_grad}
+        return {
+            name.split(".layers.")[1].split(".")[0]
+            for name, p in model.named_parameters()
+            if "lora_" in name and p.requires_grad
+        }
 
     # The tiny decoder has two layers: top_layers=1 adapts layer 1 only; null, or more than it has, every layer.
     assert adapted_layers("1") == {"1"}
@@ -171,7 +192,13 @@ def test_lora_top_layers_adapts_only_the_last_layers(tiny_llama, tmp_path):
 def test_decoder_as_tagger_runs_through_the_mlm_code(tiny_llama, tmp_path):
     recipe = load_recipe(
         REPO / "recipes" / "demo_mlm.yaml",
-        [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *OVERFIT_FIVE, "model.multi_label=false", "eval.bootstrap=10"],
+        [
+            f"model.name={tiny_llama}",
+            f"output_dir={tmp_path}",
+            *OVERFIT_FIVE,
+            "model.multi_label=false",
+            "eval.bootstrap=10",
+        ],
     )
     result = run_recipe(recipe, tmp_path / "demo_mlm")
     assert result.summary["span_f1"] == 1.0
@@ -193,7 +220,13 @@ def test_compare_table_equals_the_scorer_on_fixed_predictions():
     header, rows = table_rows(summary, [1, 3])
     for row, preds, unl in zip(rows, (a, b), ([[]], [["Governing Law"]])):
         expected = score([text], gold, preds, [1, 3], 0.5, 50, 0, unl)
-        for col in ("span_recall", "boundary_start_recall", "boundary_both_recall", "span_precision", "hallucination_rate"):
+        for col in (
+            "span_recall",
+            "boundary_start_recall",
+            "boundary_both_recall",
+            "span_precision",
+            "hallucination_rate",
+        ):
             assert row[header.index(col)].startswith(f"{expected['summary'][col]:.4f}")
     assert summary["systems"]["clm"]["summary"]["hallucination_rate"] == 0.5
     # The terminal table fits 80 columns with full names and nothing cut (it was `syst…`, `0.99…`).
@@ -201,7 +234,10 @@ def test_compare_table_equals_the_scorer_on_fixed_predictions():
 
     from toolkit.evaluate.compare import terminal_table
 
-    summary["systems"] = {"cuad_clauses_segments_mlm": summary["systems"]["mlm"], "cuad_clauses_clm_text": summary["systems"]["clm"]}
+    summary["systems"] = {
+        "cuad_clauses_segments_mlm": summary["systems"]["mlm"],
+        "cuad_clauses_clm_text": summary["systems"]["clm"],
+    }
     console = Console(width=80, record=True, force_terminal=False)
     console.print(terminal_table(summary, [1, 3]))
     shown = console.export_text()
@@ -246,7 +282,9 @@ def test_eval_and_compare_apply_the_runs_label_map(tiny_bert, tmp_path):
     from toolkit.evaluate.compare import compare
     from toolkit.evaluate.evaluation import evaluate_run
 
-    recipe = flat_clinical_recipe(tiny_bert, tmp_path, "train.epochs=1", "data.label_map={Chemical: Entity, Disease: Entity}")
+    recipe = flat_clinical_recipe(
+        tiny_bert, tmp_path, "train.epochs=1", "data.label_map={Chemical: Entity, Disease: Entity}"
+    )
     run_recipe(recipe, tmp_path / "demo_mlm")
     metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=0)
     assert metrics["counts"]["gold_spans"] > 0  # raw Chemical/Disease spans are mapped to the run's Entity label
@@ -259,21 +297,41 @@ def test_eval_and_compare_apply_the_runs_label_map(tiny_bert, tmp_path):
 def test_tiny_decoder_overfits_in_the_compact_formats_with_a_selector(tiny_llama, tmp_path, target):
     """segments and anchors with constrained decoding and the window selector, end to end: training, the
     saved model (its selector beside it), scoring, and the figures the run reports about them."""
-    overrides = [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM, f"generation.target={target}", "generation.constrained=true"]
+    overrides = [
+        f"model.name={tiny_llama}",
+        f"output_dir={tmp_path}",
+        *CLM,
+        f"generation.target={target}",
+        "generation.constrained=true",
+    ]
     overrides += ["generation.selector.kind=linear", "generation.selector.recall=1.0", "eval.curve_docs=2"]
     # Segments add up across windows; anchors need a clause whole in one window.
-    overrides += ["model.max_length=48", "model.stride=8"] if target == "segments" else ["model.max_length=96", "model.stride=32"]
+    overrides += (
+        ["model.max_length=48", "model.stride=8"]
+        if target == "segments"
+        else ["model.max_length=96", "model.stride=32"]
+    )
     # Clause-level labels of the contract sample: whole sentences, which segments can hold.
-    overrides += ["data.train=sample:contracts_train", "data.dev=sample:contracts_train", "data.labels=[Confidentiality,Governing Law,Termination]"]
+    overrides += [
+        "data.train=sample:contracts_train",
+        "data.dev=sample:contracts_train",
+        "data.labels=[Confidentiality,Governing Law,Termination]",
+    ]
     recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", overrides)
     result = run_recipe(recipe, tmp_path / target)
     run = result.run
     assert result.summary["span_f1"] == 1.0 and run["hallucinated_spans"] == 0 and run["malformed_lines"] == 0
     assert run["target"] == target and run["windows_read"] <= run["windows"]
     selector = result.metrics["selector"]
-    assert selector["kind"] == "linear" and selector["dev_spans"] > 0 and selector["dev_spans_reachable"] <= selector["dev_spans"]
+    assert (
+        selector["kind"] == "linear"
+        and selector["dev_spans"] > 0
+        and selector["dev_spans_reachable"] <= selector["dev_spans"]
+    )
     meta = open_run(tmp_path / target).meta
-    assert meta.generation.target == target and (meta.selector["fitted"] == (tmp_path / target / "model" / "selector.joblib").is_file())
+    assert meta.generation.target == target and (
+        meta.selector["fitted"] == (tmp_path / target / "model" / "selector.joblib").is_file()
+    )
     from toolkit.rundir import read_curve
 
     curve = read_curve(tmp_path / target)

@@ -19,7 +19,8 @@ from toolkit.spans.segments import segment_text
 from toolkit.spans.windows import TextWindow
 
 DOC = (
-    "1. Governing Law. This Agreement shall be governed by the laws of the State of New York without regard to conflicts.\n"
+    "1. Governing Law. This Agreement shall be governed by the laws of the State of New York without regard to "
+    "conflicts.\n"
     "2. Assignment. Neither party may assign this Agreement without consent.\n"
     "3. Notices. All notices go to the addresses above."
 )
@@ -40,7 +41,10 @@ def test_each_format_round_trips_the_gold_spans(target):
     completion = build_completion(spec, view, [GOV, ASSIGN], LABELS, SEGMENTS)
     reading = read_completion(spec, view, completion, LABELS)
     spans = document_spans(spec, [view], [reading], LABELS, SEGMENTS)
-    assert [(s.start, s.end, s.label) for s in spans] == [(GOV.start, GOV.end, GOV.label), (ASSIGN.start, ASSIGN.end, ASSIGN.label)]
+    assert [(s.start, s.end, s.label) for s in spans] == [
+        (GOV.start, GOV.end, GOV.label),
+        (ASSIGN.start, ASSIGN.end, ASSIGN.label),
+    ]
     assert not reading.hallucinated and not reading.malformed
 
 
@@ -53,7 +57,9 @@ def test_anchor_completions_are_short_and_the_end_anchor_is_the_nearest_after_th
     # "this Agreement" occurs twice; the end anchor "without consent." must follow the start anchor.
     reading = read_completion(spec, whole(spec), "Anti-Assignment: Neither party ... without consent.\n", LABELS)
     assert [(s.start, s.end) for s in reading.spans] == [(ASSIGN.start, ASSIGN.end)]
-    invented = read_completion(spec, whole(spec), "Governing Law: The laws of Mars ... apply here.\nGarbage line\n", LABELS)
+    invented = read_completion(
+        spec, whole(spec), "Governing Law: The laws of Mars ... apply here.\nGarbage line\n", LABELS
+    )
     assert not invented.spans and len(invented.hallucinated) == 1 and invented.malformed == ["Garbage line"]
 
 
@@ -66,7 +72,9 @@ def test_segment_prompt_numbers_the_window_segments_and_the_completion_names_run
     both = Span(start=DOC.index("Governing Law."), end=GOV.end, label="Governing Law")
     assert build_completion(spec, view, [both], LABELS, SEGMENTS) == "2-3: Governing Law\n"
     assert build_completion(spec, view, [], LABELS, SEGMENTS) == "none\n"
-    reading = read_completion(spec, view, "2-3: Governing Law\n12: Anti-Assignment\n3-2: Governing Law\nsegment six\n4: Warranty\n", LABELS)
+    reading = read_completion(
+        spec, view, "2-3: Governing Law\n12: Anti-Assignment\n3-2: Governing Law\nsegment six\n4: Warranty\n", LABELS
+    )
     assert reading.votes == [(1, "Governing Law"), (2, "Governing Law")]
     assert len(reading.hallucinated) == 2  # segment 12 does not exist; 3-2 runs backwards
     assert reading.malformed == ["segment six"] and reading.unknown_labels == ["4: Warranty"]
@@ -90,9 +98,30 @@ def test_a_segment_read_by_two_windows_needs_half_of_them():
 
 def test_segment_grammar_allows_only_existing_segments_and_known_labels():
     g = SegmentGrammar(12, LABELS)
-    for ok in ("", "1", "1-", "1-1", "1-12", "12: Gov", "3-5: Governing Law\n", "3-5: Governing Law\n7: Anti", "no", "none\n"):
+    for ok in (
+        "",
+        "1",
+        "1-",
+        "1-1",
+        "1-12",
+        "12: Gov",
+        "3-5: Governing Law\n",
+        "3-5: Governing Law\n7: Anti",
+        "no",
+        "none\n",
+    ):
         assert g.valid_prefix(ok), ok
-    for bad in ("0", "13", "5-3", "5-13: ", "3: Warranty", "3 Governing", "3: Governing Law\n4", "x", "3: Governing Law\nnone!"):
+    for bad in (
+        "0",
+        "13",
+        "5-3",
+        "5-13: ",
+        "3: Warranty",
+        "3 Governing",
+        "3: Governing Law\n4",
+        "x",
+        "3: Governing Law\nnone!",
+    ):
         if bad == "3: Governing Law\n4":
             assert g.valid_prefix(bad)  # 4 can still become a line
             continue

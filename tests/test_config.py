@@ -8,7 +8,11 @@ from toolkit.data.records import resolve_data_path
 from toolkit.errors import ConfigError
 from toolkit.recipes import describe_recipe
 
-MINIMAL = {"task": "token_classification", "name": "t", "data": {"train": "sample:clinical_train", "dev": "sample:clinical_dev"}}
+MINIMAL = {
+    "task": "token_classification",
+    "name": "t",
+    "data": {"train": "sample:clinical_train", "dev": "sample:clinical_dev"},
+}
 
 
 def task_named_by(stem: str) -> str:
@@ -30,7 +34,9 @@ def test_every_recipe_validates_and_its_name_says_its_task(path):
     # A decoder tagging tokens is still a token_classification recipe; its name says clm only when it generates.
     assert recipe.task == expected, f"{path.name}: task {recipe.task}, but the name promises {expected}"
     for ref in (recipe.data.train, recipe.data.dev):
-        assert ref.startswith(("sample:", "../shared/data/")), f"{path.name}: data {ref!r} is neither the sample nor the shared data"
+        assert ref.startswith(("sample:", "../shared/data/")), (
+            f"{path.name}: data {ref!r} is neither the sample nor the shared data"
+        )
         if ref.startswith("sample:"):
             resolve_data_path(ref)
     if recipe.sweep is not None and recipe.sweep.method == "grid":
@@ -55,7 +61,10 @@ def test_packaged_recipes_list_copy_and_run_by_name(tmp_path, monkeypatch):
     assert listed.exit_code == 0 and all(name in listed.output for name in packaged_recipes())
     assert max(len(line) for line in listed.output.splitlines()) <= 80
     copied = runner.invoke(app, ["recipes", "cp", "ncbi_disease_mlm", str(tmp_path)])
-    assert copied.exit_code == 0 and (tmp_path / "ncbi_disease_mlm.yaml").read_text() == packaged_recipes()["ncbi_disease_mlm"].read_text()
+    assert (
+        copied.exit_code == 0
+        and (tmp_path / "ncbi_disease_mlm.yaml").read_text() == packaged_recipes()["ncbi_disease_mlm"].read_text()
+    )
     again = runner.invoke(app, ["recipes", "cp", "ncbi_disease_mlm", str(tmp_path)])
     # (main() prints a ToolkitError and exits 1; the runner calls the app beneath it.)
     assert "already exists" in str(again.exception)
@@ -74,7 +83,12 @@ def test_a_misnamed_recipe_is_caught():
 
 
 def test_every_error_is_reported_at_once_with_its_key_path():
-    bad = {**MINIMAL, "model": {"dropout": {"hiden": 0.1, "attention": 1.5}}, "train": {"learning_rate": -1, "epochs": "x"}, "extra": 1}
+    bad = {
+        **MINIMAL,
+        "model": {"dropout": {"hiden": 0.1, "attention": 1.5}},
+        "train": {"learning_rate": -1, "epochs": "x"},
+        "extra": 1,
+    }
     with pytest.raises(ConfigError) as err:
         recipe_from_dict(bad)
     text = err.value.message
@@ -85,9 +99,15 @@ def test_every_error_is_reported_at_once_with_its_key_path():
 
 def test_overrides_use_dotted_paths_and_yaml_values(tmp_path):
     path = tmp_path / "r.yaml"
-    path.write_text("task: token_classification\nname: r\ndata: {train: a.jsonl, dev: b.jsonl}\ntrain: {learning_rate: 5e-5}\n")
+    path.write_text(
+        "task: token_classification\nname: r\ndata: {train: a.jsonl, dev: b.jsonl}\ntrain: {learning_rate: 5e-5}\n"
+    )
     recipe = load_recipe(path, ["train.learning_rate=2e-5", "model.dropout.embedding=0.1", "model.lora.enabled=true"])
-    assert recipe.train.learning_rate == 2e-5 and recipe.model.dropout.embedding == 0.1 and recipe.model.lora.enabled is True
+    assert (
+        recipe.train.learning_rate == 2e-5
+        and recipe.model.dropout.embedding == 0.1
+        and recipe.model.lora.enabled is True
+    )
     with pytest.raises(ConfigError, match="train.learnin_rate"):
         load_recipe(path, ["train.learnin_rate=1"])
 
@@ -103,7 +123,14 @@ def test_sweep_validation():
     with pytest.raises(ConfigError, match="ranges"):
         recipe_from_dict({**MINIMAL, "sweep": {"params": {"train.learning_rate": {"low": 1e-5, "high": 1e-4}}}})
     ok = recipe_from_dict(
-        {**MINIMAL, "sweep": {"method": "optuna", "n_trials": 3, "params": {"train.learning_rate": {"low": 1e-5, "high": 1e-4, "log": True}}}}
+        {
+            **MINIMAL,
+            "sweep": {
+                "method": "optuna",
+                "n_trials": 3,
+                "params": {"train.learning_rate": {"low": 1e-5, "high": 1e-4, "log": True}},
+            },
+        }
     )
     assert ok.sweep.n_trials == 3
 
@@ -120,7 +147,10 @@ def test_missing_recipe_file_is_a_clean_error():
 
 def test_options_of_two_tasks_are_refused_with_every_error_at_once():
     with pytest.raises(ConfigError) as err:
-        load_recipe(REPO / "recipes" / "ncbi_disease_mlm.yaml", ["segments.thresholds=tuned", "generation.max_new_tokens=8", "train.epochs=-1"])
+        load_recipe(
+            REPO / "recipes" / "ncbi_disease_mlm.yaml",
+            ["segments.thresholds=tuned", "generation.max_new_tokens=8", "train.epochs=-1"],
+        )
     lines = err.value.message.splitlines()
     assert lines[0].endswith("3 config error(s)")
     by_path = {line.split(":")[0].strip(): line for line in lines[1:]}
@@ -141,7 +171,10 @@ def test_options_of_two_tasks_are_refused_with_every_error_at_once():
         (["task=span_generation", "model.quantization=4bit"], "fix: set model.lora.enabled=true"),
         (["task=segment_classification", "segments.hard_negatives={}"], "fix: set windows.negative_ratio"),
         (["task=pretrain_mlm", "model.lora.enabled=true"], "model.lora: not an option of pretrain_mlm"),
-        (["task=pretrain_clm", "pretrain.mlm_probability=0.3"], "pretrain.mlm_probability: not an option of pretrain_clm"),
+        (
+            ["task=pretrain_clm", "pretrain.mlm_probability=0.3"],
+            "pretrain.mlm_probability: not an option of pretrain_clm",
+        ),
         (["task=pretrain_mlm", "eval.curve_docs=4"], "eval: not an option of pretrain_mlm"),
         (["task=ner"], "task must be one of token_classification, segment_classification"),
     ],
@@ -159,10 +192,16 @@ def test_the_linear_baseline_is_its_own_recipe():
     segments = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["eval.jaccard_threshold=0.6"])
     linear = linear_baseline_of(segments)
     assert task_of(linear).key == "segment_classification/linear" and linear.name == "demo_segments_mlm_linear"
-    assert linear.data == segments.data and linear.eval == segments.eval and linear.segments.thresholds == segments.segments.thresholds
+    assert (
+        linear.data == segments.data
+        and linear.eval == segments.eval
+        and linear.segments.thresholds == segments.segments.thresholds
+    )
     assert task_of(recipe_from_dict(linear.model_dump())) is task_of(linear)  # its saved config.yaml reads back
     with pytest.raises(ConfigError) as err:  # encoder options are not options of the baseline
-        recipe_from_dict({**linear.model_dump(), "train": {"learning_rate": 1e-4}, "model": {"kind": "linear", "max_length": 64}})
+        recipe_from_dict(
+            {**linear.model_dump(), "train": {"learning_rate": 1e-4}, "model": {"kind": "linear", "max_length": 64}}
+        )
     assert "train: not an option of segment_classification/linear" in err.value.message
     assert "model.max_length: not an option of segment_classification/linear" in err.value.message
     with pytest.raises(ConfigError, match="this recipe's task is token_classification"):

@@ -33,7 +33,9 @@ def tagger_run(model, out, name, *overrides):
 
 
 def test_a_time_budget_stops_training_and_every_checkpoint_is_on_the_curve(tiny_bert, tmp_path):
-    result = tagger_run(tiny_bert, tmp_path, "budget", "train.max_seconds=0.5", "train.epochs=1000", "train.eval_every=25")
+    result = tagger_run(
+        tiny_bert, tmp_path, "budget", "train.max_seconds=0.5", "train.epochs=1000", "train.eval_every=25"
+    )
     run = result.run
     assert run["stopped_by_time_budget"] and 0.5 <= run["train_step_seconds"] < 10
     assert run["optimizer_steps"] < 1000  # an epoch is one step: cut short
@@ -43,7 +45,9 @@ def test_a_time_budget_stops_training_and_every_checkpoint_is_on_the_curve(tiny_
     assert curve[-1]["train_seconds"] == pytest.approx(run["train_step_seconds"], abs=0.1)
     assert all(a["train_seconds"] <= b["train_seconds"] for a, b in zip(curve, curve[1:]))
     assert curve[-1]["documents"] == 3 and "boundary_both_within_3_recall" in curve[-1]["metrics"] and curve[-1]["ci95"]
-    checkpoint = sorted((tmp_path / "budget" / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))[-1]
+    checkpoint = sorted(
+        (tmp_path / "budget" / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
+    )[-1]
     assert json.loads((checkpoint / CLOCK_FILE).read_text())["step"] == run["optimizer_steps"]
 
 
@@ -51,7 +55,17 @@ def test_compare_curves_puts_runs_side_by_side_at_a_common_budget(tiny_bert, tmp
     tagger_run(tiny_bert, tmp_path, "short", "train.max_seconds=0.3")
     tagger_run(tiny_bert, tmp_path, "long")
     proc = subprocess.run(
-        [sys.executable, "-m", "toolkit", "compare", str(tmp_path / "short"), str(tmp_path / "long"), "--curves", "--out", str(tmp_path / "cmp")],
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "compare",
+            str(tmp_path / "short"),
+            str(tmp_path / "long"),
+            "--curves",
+            "--out",
+            str(tmp_path / "cmp"),
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -65,7 +79,9 @@ def test_compare_curves_puts_runs_side_by_side_at_a_common_budget(tiny_bert, tmp
     assert summary["at_common_budget"]["short"]["step"] == short[-1]["step"]
     expected = at_budget(long_, summary["common_budget_seconds"])
     assert (summary["at_common_budget"]["long"] or {}).get("step") == (expected or {}).get("step")
-    assert (tmp_path / "cmp" / "curves.png").stat().st_size > 0 and "| step | train s |" in (tmp_path / "cmp" / "curves.md").read_text()
+    assert (tmp_path / "cmp" / "curves.png").stat().st_size > 0 and "| step | train s |" in (
+        tmp_path / "cmp" / "curves.md"
+    ).read_text()
 
 
 def test_curves_of_different_documents_are_refused(tiny_bert, tmp_path):
@@ -82,7 +98,10 @@ def test_summarize_curves_reads_each_system_at_its_last_point_within_the_budget(
     def point(step, seconds, recall):
         return {"step": step, "train_seconds": seconds, "metrics": {"boundary_both_recall": recall}, "ci95": {}}
 
-    curves = {"a": {"points": [point(10, 5.0, 0.1), point(20, 10.0, 0.3)]}, "b": {"points": [point(5, 4.0, 0.2), point(10, 8.0, 0.4), point(15, 12.0, 0.5)]}}
+    curves = {
+        "a": {"points": [point(10, 5.0, 0.1), point(20, 10.0, 0.3)]},
+        "b": {"points": [point(5, 4.0, 0.2), point(10, 8.0, 0.4), point(15, 12.0, 0.5)]},
+    }
     s = summarize_curves(curves, [3])
     assert s["common_budget_seconds"] == 10.0
     assert s["at_common_budget"]["a"]["step"] == 20 and s["at_common_budget"]["b"]["step"] == 10

@@ -44,5 +44,14 @@ def test_two_process_data_parallel_run(tiny_bert, tmp_path):
     # Rank 0 wrote each output once: one predictions line per dev document, one config.
     assert len((run_dir / "predictions.jsonl").read_text().splitlines()) == 4
     assert sorted(p.name for p in run_dir.iterdir()) == sorted(
-        ["checkpoints", "config.yaml", "data_report.json", "metrics.json", "model", "predictions.jsonl", "report.md", "train_log.jsonl"]
+        [
+            "checkpoints",
+            "config.yaml",
+            "data_report.json",
+            "metrics.json",
+            "model",
+            "predictions.jsonl",
+            "report.md",
+            "train_log.jsonl",
+        ]
     )

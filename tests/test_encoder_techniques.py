@@ -50,8 +50,13 @@ def test_viterbi_joins_a_span_that_argmax_fragments():
     assert [text[s.start : s.end] for s in viterbi] == ["acute renal failure"]
     # Multi-label decodes each label's O/B/I layer the same way.
     layer = p[:, :3]
-    multi = decode_multi_label(offsets, word_ids, np.concatenate([layer, layer], axis=1), ["A", "B"], text=text, decoding="viterbi")
-    assert [(text[s.start : s.end], s.label) for s in multi] == [("acute renal failure", "A"), ("acute renal failure", "B")]
+    multi = decode_multi_label(
+        offsets, word_ids, np.concatenate([layer, layer], axis=1), ["A", "B"], text=text, decoding="viterbi"
+    )
+    assert [(text[s.start : s.end], s.label) for s in multi] == [
+        ("acute renal failure", "A"),
+        ("acute renal failure", "B"),
+    ]
 
 
 def test_label_space_keeps_its_decoding_and_reads_old_models_as_argmax():
@@ -75,7 +80,9 @@ def test_error_analysis_names_each_kind():
         S(11, 24),  # start late by one word: "hereditary" missing
         S(29, 34),
         S(35, 41),  # two fragments of "colon cancer": split
-        S(45, 49, "X"),  # wrong label? no: different offsets, so the gold span is missed by label and X is a false positive
+        S(
+            45, 49, "X"
+        ),  # wrong label? no: different offsets, so the gold span is missed by label and X is a false positive
         S(50, 58),  # start late by one word ("male")
     ]
     a = analyse_errors([text], [gold], [pred])
@@ -121,7 +128,8 @@ def test_extra_corpus_is_mapped_weighted_and_reported():
             "data.train=sample:clinical_train",
             "data.dev=sample:contracts_dev",
             "data.max_dev_docs=null",
-            "data.extra_train=[{path: 'sample:clinical_dev', label_map: {Chemical: '', Disease: Condition}, weight: 0.5}]",
+            "data.extra_train=[{path: 'sample:clinical_dev', "
+            "label_map: {Chemical: '', Disease: Condition}, weight: 0.5}]",
         ],
     )
     sources: list[dict] = []
@@ -138,14 +146,21 @@ def test_extra_corpus_is_mapped_weighted_and_reported():
 def test_extra_corpus_holding_dev_documents_is_refused():
     cfg = load_recipe(
         REPO / "recipes" / "demo_mlm.yaml",
-        ["data.train=sample:clinical_train", "data.dev=sample:clinical_dev", "data.extra_train=[{path: 'sample:clinical_dev'}]"],
+        [
+            "data.train=sample:clinical_train",
+            "data.dev=sample:clinical_dev",
+            "data.extra_train=[{path: 'sample:clinical_dev'}]",
+        ],
     )
     with pytest.raises(ToolkitError, match="also in data.dev"):
         load_splits(cfg)
 
 
 def test_encoder_options_refused_elsewhere_with_their_keys():
-    with pytest.raises(ConfigError, match=r"train.layer_lr_decay: not an option of span_generation recipes \(it belongs to token_classification\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"train.layer_lr_decay: not an option of span_generation recipes \(it belongs to token_classification\)",
+    ):
         load_recipe(REPO / "recipes" / "demo_clm.yaml", ["train.layer_lr_decay=0.9"])
     with pytest.raises(ConfigError, match="data.extra_train: not an option of span_generation"):
         load_recipe(REPO / "recipes" / "demo_clm.yaml", ["data.extra_train=[{path: x}]"])
@@ -180,7 +195,11 @@ def test_tiny_run_with_every_option(tiny_bert, tmp_path):
     result = run_recipe(cfg, tmp_path / "demo_mlm")
     assert result.run["averaged_checkpoints"] == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
     # The Trainer logs its first group's rate: the embeddings', 0.8^3 of the base rate (2 layers + head).
-    logged = [e for e in map(json.loads, (tmp_path / "demo_mlm" / "train_log.jsonl").read_text().splitlines()) if "learning_rate" in e]
+    logged = [
+        e
+        for e in map(json.loads, (tmp_path / "demo_mlm" / "train_log.jsonl").read_text().splitlines())
+        if "learning_rate" in e
+    ]
     schedule = [3e-3 * (6 - k) / 6 for k in range(7)]  # linear decay over 6 steps, no warmup
     assert any(logged[0]["learning_rate"] == pytest.approx(r * 0.8**3) for r in schedule[1:-1])
     assert not any(logged[0]["learning_rate"] == pytest.approx(r) for r in schedule[1:-1])

@@ -41,7 +41,9 @@ def test_free_cores_leave_out_what_others_use():
 @contextmanager
 def busy_core(seconds: float = 20):
     """One other process spinning on a core (ended when the block ends, or after `seconds`)."""
-    proc = subprocess.Popen([sys.executable, "-c", f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"]
+    )
     try:
         yield proc
     finally:
@@ -61,7 +63,9 @@ def test_a_busy_core_is_measured_and_warned_about():
 def test_export_warns_of_a_busy_core_records_it_and_times_on_the_free_cores(tiny_mlm_run, tmp_path):
     out = tmp_path / "artifact"
     with busy_core():
-        result = CliRunner().invoke(app, ["export", str(tiny_mlm_run), "--out", str(out), "--precision", "fp32", "--parity-docs", "2"])
+        result = CliRunner().invoke(
+            app, ["export", str(tiny_mlm_run), "--out", str(out), "--precision", "fp32", "--parity-docs", "2"]
+        )
     assert result.exit_code == 0, result.output
     assert "warning: other processes kept" in result.stderr
     conditions = json.loads((out / "manifest.json").read_text())["conditions"]

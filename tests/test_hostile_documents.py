@@ -106,7 +106,9 @@ def test_encrypted_and_truncated_pdfs_are_failure_records(tmp_path):
         writer.write(f)
     assert "encrypted" in _only_failure(extract_file(str(tmp_path / "locked.pdf")))["reason"]
     (tmp_path / "cut.pdf").write_bytes(good.read_bytes()[:120])
-    assert _only_failure(extract_file(str(tmp_path / "cut.pdf")))["reason"].startswith(("not a readable PDF", "no text layer"))
+    assert _only_failure(extract_file(str(tmp_path / "cut.pdf")))["reason"].startswith(
+        ("not a readable PDF", "no text layer")
+    )
 
 
 def test_an_exception_no_reader_expects_is_still_that_files_failure(tmp_path, monkeypatch):
@@ -121,7 +123,11 @@ def test_an_exception_no_reader_expects_is_still_that_files_failure(tmp_path, mo
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.binary(max_size=2048), suffix=st.sampled_from([".pdf", ".docx", ".txt", ".jsonl"]), prefix=st.sampled_from([b"", b"%PDF-1.4\n", b"PK\x03\x04"]))
+@given(
+    data=st.binary(max_size=2048),
+    suffix=st.sampled_from([".pdf", ".docx", ".txt", ".jsonl"]),
+    prefix=st.sampled_from([b"", b"%PDF-1.4\n", b"PK\x03\x04"]),
+)
 def test_arbitrary_bytes_never_raise_from_any_reader(tmp_path, data, suffix, prefix):
     path = tmp_path / f"fuzz{suffix}"
     path.write_bytes(prefix + data)
@@ -157,7 +163,10 @@ def test_predict_over_a_folder_of_broken_files_reports_each_and_writes_the_good_
     result = CliRunner().invoke(app, ["predict", str(tiny_mlm_run), str(inputs), "-o", str(out)])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert "Traceback" not in result.output
-    assert sorted(Path(json.loads(line)["meta"]["source"]).name for line in out.read_text().splitlines()) == ["d_good.txt", "e_good.docx"]
+    assert sorted(Path(json.loads(line)["meta"]["source"]).name for line in out.read_text().splitlines()) == [
+        "d_good.txt",
+        "e_good.docx",
+    ]
     failures = [json.loads(line) for line in (tmp_path / "out.jsonl.failures.jsonl").read_text().splitlines()]
     assert sorted(Path(f["source"]).name for f in failures) == ["a_plain.docx", "b_types.docx", "c_random.pdf"]
     for name in ("a_plain.docx", "b_types.docx", "c_random.pdf"):

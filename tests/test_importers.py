@@ -47,7 +47,11 @@ def test_conll_bad_tags_are_reported_with_lines():
     # An I- tag that opens a chunk starts one (reported); an unknown prefix reads as O (reported).
     assert spans_of(rec) == [("Renal failure", "Disease")]
     lines = {p.line: p.message for p in log.problems}
-    assert set(lines) == {1, 3} and "starts a new one" in lines[1] and "prefix 'Q' is not part of IOB2; read as O" in lines[3]
+    assert (
+        set(lines) == {1, 3}
+        and "starts a new one" in lines[1]
+        and "prefix 'Q' is not part of IOB2; read as O" in lines[3]
+    )
 
 
 # ---------------------------------------------------------------- BRAT
@@ -72,9 +76,16 @@ def test_brat_split_keeps_fragments():
 def test_pubtator_small():
     records, log = run_import("pubtator", [FIXTURES / "pubtator_small.txt"], None)
     assert [r.id for r in records] == ["1001", "1002"]
-    assert records[0].text == "Cisplatin nephrotoxicity in children. We describe renal damage after cisplatin treatment."
+    assert (
+        records[0].text == "Cisplatin nephrotoxicity in children. We describe renal damage after cisplatin treatment."
+    )
     assert len(records[0].spans) == 4
-    assert spans_of(records[1]) == [("Lithium", "Chemical"), ("tremor", "Disease"), ("Tremor", "Disease"), ("lithium", "Chemical")]
+    assert spans_of(records[1]) == [
+        ("Lithium", "Chemical"),
+        ("tremor", "Disease"),
+        ("Tremor", "Disease"),
+        ("lithium", "Chemical"),
+    ]
     assert kinds(log) == ["duplicate_document", "mention_whitespace", "offset_out_of_range"]
     assert dict(log.ignored) == {"relation lines (CID)": 1}
     (dup,) = [p for p in log.problems if p.kind == "duplicate_document"]
@@ -122,7 +133,10 @@ def test_labelstudio_utf16_offsets_and_annotation_choice(tmp_path):
                     "id": 2,
                     "result": [
                         {"type": "labels", "value": {"start": 19, "end": 25, "text": "asthma", "labels": ["Disease"]}},
-                        {"type": "labels", "value": {"start": 36, "end": 46, "text": "salbutamol", "labels": ["Chemical"]}},
+                        {
+                            "type": "labels",
+                            "value": {"start": 36, "end": 46, "text": "salbutamol", "labels": ["Chemical"]},
+                        },
                         {"type": "choices", "value": {"choices": ["reviewed"]}},
                     ],
                 },
@@ -189,7 +203,9 @@ def test_docbin_is_readable_by_spacy(tmp_path):
     run_export("docbin", records, tmp_path / "s.spacy")
     docs = list(DocBin().from_disk(tmp_path / "s.spacy").get_docs(spacy.blank("en").vocab))
     assert [d.text for d in docs] == [r.text for r in records]
-    assert [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in docs] == [[(s.start, s.end, s.label) for s in r.spans] for r in records]
+    assert [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in docs] == [
+        [(s.start, s.end, s.label) for s in r.spans] for r in records
+    ]
 
 
 @pytest.mark.parametrize("fmt", ["brat", "pubtator"])
@@ -204,7 +220,18 @@ def test_round_trip_other_formats(tmp_path, fmt):
 def test_cli_import_writes_jsonl_and_report(tmp_path):
     out, report = tmp_path / "o.jsonl", tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "toolkit", "import", "brat", str(FIXTURES / "brat"), "-o", str(out), "--report", str(report)],
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "import",
+            "brat",
+            str(FIXTURES / "brat"),
+            "-o",
+            str(out),
+            "--report",
+            str(report),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -214,5 +241,10 @@ def test_cli_import_writes_jsonl_and_report(tmp_path):
     assert len(out.read_text().splitlines()) == 1
     summary = json.loads(report.read_text())
     assert summary["spans_dropped"] == 2 and summary["problems"]["by_kind"] == {"discontinuous": 1, "text_mismatch": 1}
-    check = subprocess.run([sys.executable, "-m", "toolkit", "check", str(out), "--no-tokenizer"], capture_output=True, text=True, timeout=120)
+    check = subprocess.run(
+        [sys.executable, "-m", "toolkit", "check", str(out), "--no-tokenizer"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert check.returncode == 0

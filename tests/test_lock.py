@@ -13,7 +13,9 @@ import check_lock  # noqa: E402
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 LOCK = (REPO / "requirements" / "lock.txt").read_text(encoding="utf-8")
-PINS = check_lock.read_pins(LOCK) | check_lock.read_pins((REPO / "requirements" / "lock-nodeps.txt").read_text(encoding="utf-8"))
+PINS = check_lock.read_pins(LOCK) | check_lock.read_pins(
+    (REPO / "requirements" / "lock-nodeps.txt").read_text(encoding="utf-8")
+)
 LOCK_PYTHON = check_lock.LOCK_PYTHON.search(LOCK).group(1)
 
 
@@ -33,14 +35,21 @@ def test_every_locked_package_has_a_hash():
 
 def test_a_range_the_lock_does_not_satisfy_is_reported_with_the_fix():
     changed = copy.deepcopy(PYPROJECT)
-    changed["project"]["dependencies"] = [d if not d.startswith("transformers") else "transformers>=4.58" for d in changed["project"]["dependencies"]]
+    changed["project"]["dependencies"] = [
+        d if not d.startswith("transformers") else "transformers>=4.58" for d in changed["project"]["dependencies"]
+    ]
     changed["project"]["optional-dependencies"]["dev"].append("a-package-nobody-locked>=1")
     problems = check_lock.disagreements(changed, PINS, LOCK_PYTHON, LOCK_PYTHON)
-    assert any("transformers>=4.58 does not admit the locked transformers==" in p and "make lock" in p for p in problems)
+    assert any(
+        "transformers>=4.58 does not admit the locked transformers==" in p and "make lock" in p for p in problems
+    )
     assert any("a-package-nobody-locked>=1 is not in the lock" in p for p in problems)
     assert len(problems) == 2
 
 
 def test_a_lock_for_another_python_is_reported():
     problems = check_lock.disagreements(PYPROJECT, PINS, LOCK_PYTHON, "3.99")
-    assert problems == [f"the lock was resolved with Python {LOCK_PYTHON}, this is Python 3.99: run `make lock` with Python 3.99, or install with LOCKED=0"]
+    assert problems == [
+        f"the lock was resolved with Python {LOCK_PYTHON}, this is Python 3.99: run `make lock` with Python 3.99, or "
+        f"install with LOCKED=0"
+    ]

@@ -26,7 +26,15 @@ def test_exact_values_on_a_hand_built_case():
     assert (s["boundary_start_recall"], s["boundary_end_recall"], s["boundary_both_recall"]) == (0.5, 1.0, 0.5)
     assert (s["boundary_start_within_1_recall"], s["boundary_both_within_1_recall"]) == (1.0, 1.0)
     assert s["seqeval_precision"] == pytest.approx(1 / 3, abs=1e-4) and s["seqeval_recall"] == 0.5
-    assert m["per_label"]["Pay"] == {"support": 1, "predicted": 2, "precision": 0.5, "recall": 1.0, "f1": 0.6667, "jaccard_recall": 1.0, "jaccard_f1": 0.6667}
+    assert m["per_label"]["Pay"] == {
+        "support": 1,
+        "predicted": 2,
+        "precision": 0.5,
+        "recall": 1.0,
+        "f1": 0.6667,
+        "jaccard_recall": 1.0,
+        "jaccard_f1": 0.6667,
+    }
     assert m["per_label"]["Term"]["f1"] == 0.0
     assert s["span_macro_f1"] == pytest.approx(0.3333, abs=1e-4)
     assert m["length_buckets"] == [{"words": "3-5", "gold": 2, "recall": 0.5, "jaccard_recall": 1.0}]
@@ -35,7 +43,11 @@ def test_exact_values_on_a_hand_built_case():
 
 def test_label_must_match():
     m = score([TEXT], [GOLD], [[Span(start=s.start, end=s.end, label="Other") for s in GOLD]], bootstrap=0)
-    assert m["summary"]["span_f1"] == 0 and m["summary"]["boundary_start_recall"] == 0 and m["summary"]["jaccard_recall"] == 0
+    assert (
+        m["summary"]["span_f1"] == 0
+        and m["summary"]["boundary_start_recall"] == 0
+        and m["summary"]["jaccard_recall"] == 0
+    )
 
 
 def test_perfect_and_empty():

@@ -24,7 +24,12 @@ def test_dropout_knobs_reach_the_config():
 
 def test_embedding_dropout_is_active_in_training_only(tiny_bert):
     space = LabelSpace(("A",), False)
-    model, tok = build_token_model(ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(embedding=0.5, hidden=0.0, attention=0.0, classifier=0.0)), space)
+    model, tok = build_token_model(
+        ModelConfig(
+            name=str(tiny_bert), dropout=DropoutConfig(embedding=0.5, hidden=0.0, attention=0.0, classifier=0.0)
+        ),
+        space,
+    )
     batch = tok(["the patient was given metformin"], return_tensors="pt")
     model.train()
     a, b = model(**batch).logits, model(**batch).logits
@@ -32,7 +37,9 @@ def test_embedding_dropout_is_active_in_training_only(tiny_bert):
     model.eval()
     a, b = model(**batch).logits, model(**batch).logits
     assert torch.allclose(a, b)
-    model0, _ = build_token_model(ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(hidden=0.0, attention=0.0, classifier=0.0)), space)
+    model0, _ = build_token_model(
+        ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(hidden=0.0, attention=0.0, classifier=0.0)), space
+    )
     model0.train()
     assert torch.allclose(model0(**batch).logits, model0(**batch).logits)
 

@@ -87,7 +87,12 @@ def test_failed_documents_are_reported_and_the_rest_go_on(tiny_mlm_run, tmp_path
     make_pdf(inputs / "scan.pdf", [""])
     make_pdf(inputs / "partial.pdf", ["", texts[1]])
     (inputs / "records.jsonl").write_text(
-        json.dumps({"id": "r1", "text": texts[1]}) + "\n{not json\n" + json.dumps({"id": "r1", "text": "again"}) + "\n" + json.dumps({"id": "r2"}) + "\n"
+        json.dumps({"id": "r1", "text": texts[1]})
+        + "\n{not json\n"
+        + json.dumps({"id": "r1", "text": "again"})
+        + "\n"
+        + json.dumps({"id": "r2"})
+        + "\n"
     )
     out = tmp_path / "out.jsonl"
     result = CliRunner().invoke(app, ["predict", str(tiny_mlm_run), str(inputs), "-o", str(out)])
@@ -108,7 +113,10 @@ def test_failed_documents_are_reported_and_the_rest_go_on(tiny_mlm_run, tmp_path
     problems = result.stderr.splitlines()
     assert any("partial.pdf: no text layer on page(s) 1;" in line for line in problems)
     for f in failures:
-        assert sum(f["source"] in line and f["reason"] in line and f["fix"] in line for line in problems) >= 1, (f, problems)
+        assert sum(f["source"] in line and f["reason"] in line and f["fix"] in line for line in problems) >= 1, (
+            f,
+            problems,
+        )
     assert "6 failed" in result.stdout and "failed " not in result.stdout.replace("6 failed", "")
 
 
@@ -120,7 +128,9 @@ def test_labelstudio_preannotations_round_trip(tiny_mlm_run, tmp_path):
     assert len(tasks) == len(predicted)
     task = next(t for t in tasks if t["predictions"][0]["result"])
     region = task["predictions"][0]["result"][0]
-    assert 0 <= region["score"] <= 1 and task["predictions"][0]["score"] == min(r["score"] for r in task["predictions"][0]["result"])
+    assert 0 <= region["score"] <= 1 and task["predictions"][0]["score"] == min(
+        r["score"] for r in task["predictions"][0]["result"]
+    )
     back = tmp_path / "back.jsonl"
     result = CliRunner().invoke(app, ["import", "labelstudio", str(out), "-o", str(back), "--predictions"])
     assert result.exit_code == 0, result.output
@@ -130,7 +140,9 @@ def test_labelstudio_preannotations_round_trip(tiny_mlm_run, tmp_path):
     assert {i: sorted((s["start"], s["end"], s["label"]) for s in spans) for i, spans in imported.items()} == as_tuples
     # Without --predictions the tasks hold no annotations, and the importer says how to read them.
     report = tmp_path / "report.json"
-    CliRunner().invoke(app, ["import", "labelstudio", str(out), "-o", str(tmp_path / "none.jsonl"), "--report", str(report)])
+    CliRunner().invoke(
+        app, ["import", "labelstudio", str(out), "-o", str(tmp_path / "none.jsonl"), "--report", str(report)]
+    )
     problems = json.loads(report.read_text())["problems"]["items"]
     assert len(problems) == len(tasks) and all("pass --predictions to read them" in p["message"] for p in problems)
 
@@ -159,7 +171,9 @@ def test_ray_data_on_a_local_instance_writes_what_the_local_path_writes(tiny_mlm
     previous = signal.signal(signal.SIGALRM, stuck)
     signal.alarm(240)
     try:
-        summary = predict_collection(tiny_mlm_run, [SAMPLE, inputs], on_ray, batch_size=4, ray_address="local", ray_actors=2)
+        summary = predict_collection(
+            tiny_mlm_run, [SAMPLE, inputs], on_ray, batch_size=4, ray_address="local", ray_actors=2
+        )
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

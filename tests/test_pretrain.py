@@ -39,7 +39,9 @@ def masked_sample(tokenizer, recipe, blocks=600):
 @pytest.mark.parametrize("rates", [(0.15, 0.8, 0.1), (0.25, 0.5, 0.3)])
 def test_masking_rates_match_the_config_and_special_tokens_are_never_masked(tiny_bert, tmp_path, rates):
     p, mask_share, random_share = rates
-    recipe = pretrain_recipe(tiny_bert, tmp_path, mlm_probability=p, mask_replace_prob=mask_share, random_replace_prob=random_share)
+    recipe = pretrain_recipe(
+        tiny_bert, tmp_path, mlm_probability=p, mask_replace_prob=mask_share, random_replace_prob=random_share
+    )
     tok = load_tokenizer(str(tiny_bert))
     original, inputs, labels, _ = masked_sample(tok, recipe)
     special = set(tok.all_special_ids)
@@ -133,7 +135,9 @@ def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
     recipe = pretrain_recipe(tiny_bert, tmp_path)
     result = run_recipe(recipe, tmp_path / "adapt")
     assert result.metrics["after"]["loss"] < result.metrics["before"]["loss"] - 2.0  # about 6.3 -> 2.9
-    assert result.metrics["after"]["token_accuracy"] > result.metrics["before"]["token_accuracy"] + 0.06  # about 0.08 -> 0.20 on a repeated passage
+    assert (
+        result.metrics["after"]["token_accuracy"] > result.metrics["before"]["token_accuracy"] + 0.06
+    )  # about 0.08 -> 0.20 on a repeated passage
     plan = json.loads((tmp_path / "adapt" / "data_report.json").read_text())
     assert plan["mlm_head_initialised_from_embeddings"] is True
     model_dir = tmp_path / "adapt" / "model"
@@ -151,7 +155,14 @@ def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
     # The adapted checkpoint is a normal model directory for a fine-tuning recipe.
     ft = load_recipe(
         REPO / "recipes" / "demo_mlm.yaml",
-        [f"model.name={model_dir}", f"output_dir={tmp_path}", "data.max_train_docs=3", "data.max_dev_docs=2", "train.epochs=1", "eval.bootstrap=0"],
+        [
+            f"model.name={model_dir}",
+            f"output_dir={tmp_path}",
+            "data.max_train_docs=3",
+            "data.max_dev_docs=2",
+            "train.epochs=1",
+            "eval.bootstrap=0",
+        ],
     )
     out = run_recipe(ft, tmp_path / "ft")
     assert out.run["optimizer_steps"] >= 1

@@ -22,7 +22,9 @@ def _pred(words: str, label: str, score: float):
 
 def test_a_perfect_ranking_has_area_one_and_full_precision_at_recall():
     golds = [[_span("alpha beta gamma", "A"), _span("eta theta iota", "A")]]
-    preds = [[_pred("alpha beta gamma", "A", 0.9), _pred("eta theta iota", "A", 0.8), _pred("kappa lambda mu", "A", 0.1)]]
+    preds = [
+        [_pred("alpha beta gamma", "A", 0.9), _pred("eta theta iota", "A", 0.8), _pred("kappa lambda mu", "A", 0.1)]
+    ]
     m = ranking_metrics([TEXT], golds, preds, bootstrap=0)
     assert m["per_label"]["A"]["aupr"] == pytest.approx(1.0)
     assert m["per_label"]["A"]["precision_at_80_recall"] == 1.0 and m["per_label"]["A"]["support"] == 2
@@ -48,7 +50,11 @@ def test_recall_never_reached_gives_zero_precision_at_recall():
 def test_macro_averages_labels_with_gold_and_micro_pools_one_ranking():
     golds = [[_span("alpha beta gamma", "A"), _span("kappa lambda mu", "B")], [_span("eta theta iota", "A")]]
     preds = [
-        [_pred("alpha beta gamma", "A", 0.9), _pred("delta epsilon zeta", "B", 0.95), _pred("kappa lambda mu", "B", 0.2)],
+        [
+            _pred("alpha beta gamma", "A", 0.9),
+            _pred("delta epsilon zeta", "B", 0.95),
+            _pred("kappa lambda mu", "B", 0.2),
+        ],
         [_pred("eta theta iota", "A", 0.5)],
     ]
     m = ranking_metrics([TEXT, TEXT], golds, preds, bootstrap=200)

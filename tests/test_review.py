@@ -24,7 +24,12 @@ PRED = [
 
 def _files(tmp_path):
     gold = tmp_path / "gold.jsonl"
-    gold.write_text(json.dumps({"id": "d1", "text": TEXT, "spans": GOLD}) + "\n" + json.dumps({"id": "d2", "text": "Nothing here.", "spans": []}) + "\n")
+    gold.write_text(
+        json.dumps({"id": "d1", "text": TEXT, "spans": GOLD})
+        + "\n"
+        + json.dumps({"id": "d2", "text": "Nothing here.", "spans": []})
+        + "\n"
+    )
     preds = tmp_path / "preds.jsonl"
     preds.write_text(json.dumps({"id": "d1", "spans": PRED}) + "\n" + json.dumps({"id": "d2", "spans": []}) + "\n")
     return gold, preds
@@ -41,7 +46,14 @@ def test_review_page_colours_each_verdict_and_is_self_contained(tmp_path):
     # Per-label summary: Disease has 2 gold, 1 predicted, 0 exact, 1 missed, 0 false positives, 1 boundary.
     rows = re.findall(r"<tr>(.*?)</tr>", page)
     cells = {re.findall(r"<td>(.*?)</td>", r)[0]: re.findall(r"<td>(.*?)</td>", r)[1:] for r in rows}
-    assert cells["Disease"][:6] == ["2", "1", "0", "1", "0", "1"] and cells["Chemical"][:6] == ["1", "2", "1", "0", "1", "0"]
+    assert cells["Disease"][:6] == ["2", "1", "0", "1", "0", "1"] and cells["Chemical"][:6] == [
+        "1",
+        "2",
+        "1",
+        "0",
+        "1",
+        "0",
+    ]
     for tag in ("BOUNDARY Disease", "MISSED Disease", "FP Chemical", "Chemical"):
         assert re.search(rf">\s*{re.escape(tag)}\s*</span>", page), tag
     # The document without errors is marked so the filter can hide it; the exact offsets travel with each.
@@ -71,7 +83,10 @@ def test_the_review_page_in_a_real_browser(tmp_path, browser_page):
     assert CliRunner().invoke(app, ["review", str(preds), "--gold", str(gold), "-o", str(page_file)]).exit_code == 0
     page.goto(page_file.as_uri())
     # displaCy draws each covered token as a bold inline block; in order they spell the covered text.
-    underlined = page.eval_on_selector_all('section.doc[data-errors="3"] span[style*="inline-block"]', "els => els.map(e => e.firstChild.textContent.trim())")
+    underlined = page.eval_on_selector_all(
+        'section.doc[data-errors="3"] span[style*="inline-block"]',
+        "els => els.map(e => e.firstChild.textContent.trim())",
+    )
     assert page.is_visible('section.doc[data-errors="0"]')
     page.check("#only-errors")
     assert not page.is_visible('section.doc[data-errors="0"]') and page.is_visible('section.doc[data-errors="3"]')

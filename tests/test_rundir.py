@@ -72,7 +72,9 @@ def test_a_run_saved_before_the_task_registry_still_loads_and_predicts_the_same(
     config["model"]["quantization"] = "none"
     (old / "config.yaml").write_text(yaml.safe_dump(config))
     meta = json.loads((old / "model" / "toolkit.json").read_text())
-    (old / "model" / "toolkit.json").write_text(json.dumps({k: v for k, v in meta.items() if k not in ("task", "decoding")}))
+    (old / "model" / "toolkit.json").write_text(
+        json.dumps({k: v for k, v in meta.items() if k not in ("task", "decoding")})
+    )
 
     run = open_run(old)
     assert type(run.recipe).__name__ == "TokenClassificationRecipe" and run.recipe == open_run(tiny_mlm_run).recipe
@@ -86,19 +88,37 @@ def test_older_model_files_of_the_other_tasks_read_as_their_task(tmp_path):
     from toolkit.rundir import ModelMeta
 
     # span_generation kept its generation settings at the top level of toolkit.json.
-    flat = {"task": "span_generation", "labels": ["Disease"], "max_length": 64, "stride": 8, "target": "segments", "max_new_tokens": 40}
+    flat = {
+        "task": "span_generation",
+        "labels": ["Disease"],
+        "max_length": 64,
+        "stride": 8,
+        "target": "segments",
+        "max_new_tokens": 40,
+    }
     meta = ModelMeta.model_validate(flat)
-    assert meta.generation.target == "segments" and meta.generation.max_new_tokens == 40 and meta.generation.batch_size == 8
+    assert (
+        meta.generation.target == "segments"
+        and meta.generation.max_new_tokens == 40
+        and meta.generation.batch_size == 8
+    )
     assert meta.spec.generates and meta.spec.predictor.endswith(":SpanGenerator")
     # The linear baseline was `model.name: linear`, saved beside the encoder's sections.
     saved = tmp_path / "config.yaml"
     saved.write_text(
-        "task: segment_classification\nname: old_linear\ndata: {train: sample:contracts_train, dev: sample:contracts_dev}\n"
-        "model: {name: linear, max_length: 256, stride: 64}\ntrain: {learning_rate: 5.0e-05}\nwindows: {negative_ratio: null}\n"
-        "segments: {min_overlap: 0.5, loss_weights: balanced, focal_gamma: 0.0, thresholds: tuned, hard_negatives: null}\n"
+        "task: segment_classification\nname: old_linear\ndata: "
+        "{train: sample:contracts_train, dev: sample:contracts_dev}\n"
+        "model: {name: linear, max_length: 256, stride: 64}\ntrain: {learning_rate: 5.0e-05}\nwindows: "
+        "{negative_ratio: null}\n"
+        "segments: "
+        "{min_overlap: 0.5, loss_weights: balanced, focal_gamma: 0.0, thresholds: tuned, hard_negatives: null}\n"
     )
     recipe = load_saved_recipe(saved)
-    assert type(recipe).__name__ == "LinearSegmentsRecipe" and recipe.model.kind == "linear" and recipe.segments.thresholds == "tuned"
+    assert (
+        type(recipe).__name__ == "LinearSegmentsRecipe"
+        and recipe.model.kind == "linear"
+        and recipe.segments.thresholds == "tuned"
+    )
     with pytest.raises(ToolkitError, match="toolkit.json: labels"):
         (tmp_path / "model").mkdir()
         (tmp_path / "model" / "toolkit.json").write_text('{"task": "token_classification", "labels": "Disease"}')

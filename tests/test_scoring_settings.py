@@ -37,10 +37,15 @@ def test_compare_uses_the_runs_threshold_refuses_a_mix_and_bootstrap_0_means_non
     strict = with_jaccard(tiny_mlm_run, tmp_path, 0.9)
     with pytest.raises(ToolkitError, match="different Jaccard thresholds"):
         compare([tiny_mlm_run, strict], "sample:clinical_dev", tmp_path / "mixed", bootstrap=0, max_docs=4)
-    summary = compare([tiny_mlm_run, strict], "sample:clinical_dev", tmp_path / "c", bootstrap=0, max_docs=4, jaccard_threshold=0.7)
+    summary = compare(
+        [tiny_mlm_run, strict], "sample:clinical_dev", tmp_path / "c", bootstrap=0, max_docs=4, jaccard_threshold=0.7
+    )
     assert {m["settings"]["jaccard_threshold"] for m in summary["systems"].values()} == {0.7}
     paired = next(iter(summary["paired_bootstrap"].values()))
-    assert all(v["ci95"] is None and v["p_value"] is None for v in paired.values()) and paired["span_f1"]["difference"] == 0.0
+    assert (
+        all(v["ci95"] is None and v["p_value"] is None for v in paired.values())
+        and paired["span_f1"]["difference"] == 0.0
+    )
     assert "n/a (--bootstrap 0)" in (tmp_path / "c" / "compare.md").read_text()
     resampled = compare([tiny_mlm_run, tiny_mlm_run], "sample:clinical_dev", tmp_path / "r", bootstrap=50, max_docs=4)
     assert next(iter(resampled["paired_bootstrap"].values()))["span_f1"]["ci95"] == [0.0, 0.0]
@@ -51,7 +56,10 @@ def test_thresholds_are_chosen_at_the_jaccard_threshold_given():
     gold = [[Span(start=0, end=18, label="A")]]  # four words
     segments = [[(0, 8), (8, 19), (20, 29)]]  # "one two" / " three four." / "five six."
     probs = [np.array([[0.9], [0.1], [0.1]])]  # at 0.5 only the first segment: 2 of 4 words, Jaccard 0.5
-    at = {j: threshold_counts([text], gold, segments, probs, ["A"], grid=(0.5,), jaccard_threshold=j)[0, 0, 0] for j in (0.5, 0.6)}
+    at = {
+        j: threshold_counts([text], gold, segments, probs, ["A"], grid=(0.5,), jaccard_threshold=j)[0, 0, 0]
+        for j in (0.5, 0.6)
+    }
     assert at[0.5].tolist() == [1, 1, 1] and at[0.6].tolist() == [0, 1, 1]
 
 

@@ -32,7 +32,11 @@ def test_tokens_map_to_their_segment_and_logits_average_over_windows():
 def test_consecutive_positive_segments_merge_into_one_span():
     probs = np.array([[0.9, 0.1], [0.7, 0.2], [0.2, 0.6], [0.8, 0.1]])
     spans = merge_segments(SEGMENTS, probs, ["A", "B"], [0.5, 0.5])
-    assert spans == [(0, 20, "A", pytest.approx(0.8)), (21, 30, "B", pytest.approx(0.6)), (31, 40, "A", pytest.approx(0.8))]
+    assert spans == [
+        (0, 20, "A", pytest.approx(0.8)),
+        (21, 30, "B", pytest.approx(0.6)),
+        (31, 40, "A", pytest.approx(0.8)),
+    ]
     assert merge_segments(SEGMENTS, probs, ["A", "B"], [0.95, 0.95]) == []
 
 
@@ -41,8 +45,14 @@ def test_a_tiny_segment_model_learns_the_sample_clauses_and_saves_its_thresholds
     # Sentence-sized clauses are learned; names of parties are phrases inside a sentence, which no
     # segment carries: they are counted as not representable, never dropped silently.
     for label in ("Payment Terms", "Governing Law", "Confidentiality"):
-        assert metrics["per_label"][label]["jaccard_f1"] >= 0.7, (label, metrics["per_label"][label])  # thresholds cross-fitted on 3 documents
-    assert metrics["per_label"]["Parties"]["predicted"] == 0 and tiny_segment_run.run["spans_not_representable_train"] >= 12
+        assert metrics["per_label"][label]["jaccard_f1"] >= 0.7, (
+            label,
+            metrics["per_label"][label],
+        )  # thresholds cross-fitted on 3 documents
+    assert (
+        metrics["per_label"]["Parties"]["predicted"] == 0
+        and tiny_segment_run.run["spans_not_representable_train"] >= 12
+    )
     meta = json.loads((tiny_segment_run.run_dir / "model" / "toolkit.json").read_text())
     assert meta["task"] == "segment_classification" and len(meta["thresholds"]) == len(meta["labels"])
     assert all(0 < t < 1 for t in meta["thresholds"])
@@ -52,9 +62,15 @@ def test_a_tiny_segment_model_learns_the_sample_clauses_and_saves_its_thresholds
     plan = json.loads((tiny_segment_run.run_dir / "data_report.json").read_text())
     assert plan["train"]["windows_with_spans"] > 0
     # The learning curve carries threshold-free figures; the best checkpoint is chosen on cross-fitted F1.
-    evals = [json.loads(line) for line in (tiny_segment_run.run_dir / "train_log.jsonl").read_text().splitlines() if '"eval_loss"' in line]
+    evals = [
+        json.loads(line)
+        for line in (tiny_segment_run.run_dir / "train_log.jsonl").read_text().splitlines()
+        if '"eval_loss"' in line
+    ]
     assert evals and all(0 <= e["eval_macro_aupr"] <= 1 and 0 <= e["eval_tuned_jaccard_f1"] <= 1 for e in evals)
-    assert tiny_segment_run.run["best_checkpoint_dev_tuned_jaccard_f1"] == max(e["eval_tuned_jaccard_f1"] for e in evals)
+    assert tiny_segment_run.run["best_checkpoint_dev_tuned_jaccard_f1"] == max(
+        e["eval_tuned_jaccard_f1"] for e in evals
+    )
 
 
 def test_eval_and_export_of_a_segment_run_apply_the_saved_thresholds(tiny_segment_run, tmp_path):
@@ -71,7 +87,10 @@ def test_eval_and_export_of_a_segment_run_apply_the_saved_thresholds(tiny_segmen
     manifest = export_run(run_dir, tmp_path / "art", precision="fp32", parity_docs=4)
     assert manifest["task"] == "segment_classification" and manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3
     exported = load_predictor(tmp_path / "art")
-    texts = [json.loads(line)["text"] for line in (REPO / "toolkit/data/sample/contracts_train.jsonl").read_text().splitlines()[:3]]
+    texts = [
+        json.loads(line)["text"]
+        for line in (REPO / "toolkit/data/sample/contracts_train.jsonl").read_text().splitlines()[:3]
+    ]
 
     def extents(spans):
         return [[(s.start, s.end, s.label) for s in doc] for doc in spans]
@@ -97,7 +116,9 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
     # Sentence clauses of the sample are easy for bag-of-words on the documents it was fitted on.
     assert result.metrics["per_label"]["Governing Law"]["jaccard_f1"] >= 0.8
     assert "aupr" in result.metrics["ranking"]["macro"] and result.run["train_seconds"] < 60
-    assert result.run["labels_without_positive_segments"] == ["Notice Period"]  # a phrase inside the termination sentence
+    assert result.run["labels_without_positive_segments"] == [
+        "Notice Period"
+    ]  # a phrase inside the termination sentence
     predictor = load_predictor(result.run_dir)
     assert type(predictor).__name__ == "LinearSegmentClassifier" and predictor.thresholds == meta.thresholds
     metrics, _ = evaluate_run(result.run_dir, "sample:contracts_dev", tmp_path / "eval", bootstrap=0)
@@ -129,9 +150,14 @@ def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tin
     meta_path.write_text(json.dumps({**meta, "thresholds": [0.5] * len(meta["labels"])}))
     proc = invoke(["tune", run_dir])
     assert proc.exit_code == 0, proc.output
-    assert json.loads(meta_path.read_text())["thresholds"] == meta["thresholds"]  # the same dev documents choose the same
+    assert (
+        json.loads(meta_path.read_text())["thresholds"] == meta["thresholds"]
+    )  # the same dev documents choose the same
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["run"]["train_seconds"] == tiny_segment_run.run["train_seconds"] and metrics["ranking"]["settings"]["curve"] == "threshold sweep"
+    assert (
+        metrics["run"]["train_seconds"] == tiny_segment_run.run["train_seconds"]
+        and metrics["ranking"]["settings"]["curve"] == "threshold sweep"
+    )
     bad = invoke(["tune", REPO / "recipes"])
     assert bad.exit_code == 1 and "error:" in bad.stderr and "Traceback" not in bad.output
 
@@ -146,7 +172,9 @@ def test_hard_negatives_are_the_clause_free_windows_that_fire_highest_first():
     assert best_segment_probability([NO_SEGMENT, NO_SEGMENT], logits[:2]) == 0.0
     assert choose_hard_negatives([0.2, 0.9, 0.6, 0.95, 0.5], min_score=0.5, limit=3) == [3, 1, 2]
     assert choose_hard_negatives([0.2, 0.4], min_score=0.5, limit=3) == []
-    control = choose_hard_negatives([0.2, 0.9, 0.6, 0.95, 0.5, 0.1, 0.0], min_score=0.5, limit=3, choose="random", seed=1)
+    control = choose_hard_negatives(
+        [0.2, 0.9, 0.6, 0.95, 0.5, 0.1, 0.0], min_score=0.5, limit=3, choose="random", seed=1
+    )
     assert len(control) == 3 and len(set(control)) == 3 and all(0 <= i < 7 for i in control)
     assert choose_hard_negatives([0.2, 0.4], min_score=0.5, limit=3, choose="random") == []  # as many as would be mined
 
@@ -159,10 +187,25 @@ def test_hard_negatives_need_a_pool_and_an_encoder():
     with pytest.raises(ConfigError, match="windows.negative_ratio"):
         load_recipe(recipe, ["segments.hard_negatives={}"])
     with pytest.raises(ConfigError, match="segments.hard_negatives: not an option of segment_classification/linear"):
-        load_recipe(recipe, ["segments=null", "windows=null", "train=null", "model=null", "model.kind=linear", "segments.hard_negatives={}"])
+        load_recipe(
+            recipe,
+            [
+                "segments=null",
+                "windows=null",
+                "train=null",
+                "model=null",
+                "model.kind=linear",
+                "segments.hard_negatives={}",
+            ],
+        )
     with pytest.raises(ConfigError, match="min_score"):
         load_recipe(recipe, ["segments.hard_negatives.min_score=2", "windows.negative_ratio=0.5"])
-    assert load_recipe(recipe, ["segments.hard_negatives.pool=50", "windows.negative_ratio=0.5"]).segments.hard_negatives.pool == 50
+    assert (
+        load_recipe(
+            recipe, ["segments.hard_negatives.pool=50", "windows.negative_ratio=0.5"]
+        ).segments.hard_negatives.pool
+        == 50
+    )
 
 
 def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_stage(tiny_bert, tmp_path):
@@ -187,7 +230,9 @@ def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_sta
     ]
     result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "hard")
     mining = result.run["hard_negatives"]
-    assert mining["pool_available"] >= 6 and mining["pool_scored"] == 6 and mining["fired"] == 6 and mining["added"] == 4
+    assert (
+        mining["pool_available"] >= 6 and mining["pool_scored"] == 6 and mining["fired"] == 6 and mining["added"] == 4
+    )
     assert (result.run_dir / "checkpoints_hard_negatives").is_dir()
     log = [json.loads(line) for line in (result.run_dir / "train_log.jsonl").read_text().splitlines()]
     first = [e for e in log if "stage" not in e]

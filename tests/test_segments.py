@@ -6,7 +6,8 @@ CONTRACT = (
     "ARTICLE 7. GOVERNING LAW\n"
     "7.1 This Agreement is governed by the laws of the State of New York. Each party submits to its courts.\n"
     "\n"
-    "7.2 Neither party may assign this Agreement without consent; provided that Acme Inc. may assign it to an affiliate:\n"
+    "7.2 Neither party may assign this Agreement without consent; provided that Acme Inc. may assign it to an "
+    "affiliate:\n"
     "   (a) on a merger;  (b) on a sale of assets, e.g. a division.\n"
     "Section 8.   Term  12.2 Renewal follows U.S. practice."
 )

@@ -40,7 +40,11 @@ def test_served_spans_equal_toolkit_eval(server, tiny_mlm_artifact, tmp_path):
     assert any(served), "the tiny model should find spans in the sample"
     status, one = server.post("/extract", {"text": records[0].text}, headers=AUTH)
     assert status == 200 and one["spans"] == body["results"][0]["spans"]
-    assert one["model"]["id"] == "demo_mlm-onnx_fp32" and one["model"]["path"] == "onnx_fp32" and len(one["model"]["version"]) == 12
+    assert (
+        one["model"]["id"] == "demo_mlm-onnx_fp32"
+        and one["model"]["path"] == "onnx_fp32"
+        and len(one["model"]["version"]) == 12
+    )
 
 
 def test_label_filter(server):
@@ -105,7 +109,9 @@ def test_every_request_has_an_id_in_its_answer_and_in_the_log_and_a_rejection_is
     assert status == 200 and odd != "not a plain id; spaces"
     time.sleep(0.5)  # the log is written by the server process
     lines = server.log_path.read_text(errors="replace").splitlines()
-    assert any("client-id-42" in line and "batch of" in line for line in lines), "the model's batch line names the request"
+    assert any("client-id-42" in line and "batch of" in line for line in lines), (
+        "the model's batch line names the request"
+    )
     assert any("client-id-42" in line and "/extract -> 200" in line for line in lines)
     rejected = [line for line in lines if made in line]
     assert any("rejected 400: text: Input should be a valid string" in line for line in rejected), rejected
@@ -135,7 +141,13 @@ def test_chunked_bodies_are_limited_too(server):
 
     def send(body: bytes) -> tuple[int, dict]:
         conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
-        conn.request("POST", "/extract", body=iter([body[:10], body[10:]]), headers={"Content-Type": "application/json", **AUTH}, encode_chunked=True)
+        conn.request(
+            "POST",
+            "/extract",
+            body=iter([body[:10], body[10:]]),
+            headers={"Content-Type": "application/json", **AUTH},
+            encode_chunked=True,
+        )
         resp = conn.getresponse()
         out = resp.status, json.loads(resp.read())
         conn.close()
@@ -189,7 +201,13 @@ def test_a_pytorch_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
     from toolkit.hardware import describe
 
     artifact = tmp_path / "pytorch"
-    export_run(tiny_mlm_run, artifact, precision="bf16" if describe()["bf16"] else "pytorch", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    export_run(
+        tiny_mlm_run,
+        artifact,
+        precision="bf16" if describe()["bf16"] else "pytorch",
+        parity_docs=5,
+        budgets=ParityBudgets(max_f1_drop=1.0),
+    )
     with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
         status, info = server.get("/info")
         assert status == 200 and json.loads(info)["runtime"] == "pytorch"
@@ -220,7 +238,11 @@ def test_a_full_queue_answers_503_with_retry_after(tiny_mlm_artifact, tmp_path):
     with Server(tiny_mlm_artifact, port=free_port(), log=tmp_path / "log", max_queue_chars=len(text)) as s:
 
         def post(_):
-            req = urllib.request.Request(s.url + "/extract", data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(
+                s.url + "/extract",
+                data=json.dumps({"text": text}).encode(),
+                headers={"Content-Type": "application/json"},
+            )
             try:
                 with urllib.request.urlopen(req, timeout=60) as resp:
                     return resp.status, {k.lower(): v for k, v in resp.headers.items()}, json.loads(resp.read())
@@ -240,7 +262,9 @@ def _post_raw(url: str, text: str, timeout: float = 90) -> tuple[int | str, bool
     import urllib.error
     import urllib.request
 
-    req = urllib.request.Request(url + "/extract", data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + "/extract", data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, bool(json.loads(resp.read()))
@@ -267,7 +291,11 @@ def test_a_killed_worker_under_load_never_leaves_a_request_hanging(tiny_mlm_arti
 
     texts = [r.text for r in load_records("sample:clinical_dev")]
     with Server(tiny_mlm_artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
-        workers = [p for p in psutil.Process(server.process.pid).children(recursive=True) if "toolkit.deploy.serving" in " ".join(p.cmdline())]
+        workers = [
+            p
+            for p in psutil.Process(server.process.pid).children(recursive=True)
+            if "toolkit.deploy.serving" in " ".join(p.cmdline())
+        ]
         assert len(workers) == 1, [p.cmdline() for p in psutil.Process(server.process.pid).children(recursive=True)]
         stop = threading.Event()
         outcomes: list[tuple[int | str, bool, float]] = []
@@ -300,7 +328,10 @@ def test_a_killed_worker_under_load_never_leaves_a_request_hanging(tiny_mlm_arti
     kinds: dict = {}
     for status, _, _ in outcomes:
         kinds[str(status)] = kinds.get(str(status), 0) + 1
-    print(f"killed worker: {len(outcomes)} requests {kinds}, answering again after {back} s, slowest {max(o[2] for o in outcomes):.1f} s")
+    print(
+        f"killed worker: {len(outcomes)} requests {kinds}, answering again after {back} s, slowest "
+        f"{max(o[2] for o in outcomes):.1f} s"
+    )
     assert back is not None, "the service did not answer again after the worker was killed"
     assert not [o for o in outcomes if o[0] == "TimeoutError" or o[0] == "timeout"], "a request waited for its timeout"
     answered = [o for o in outcomes if isinstance(o[0], int)]
@@ -322,7 +353,11 @@ def test_a_client_that_disconnects_does_not_keep_the_model_busy(tiny_mlm_artifac
         host, port = server.url.removeprefix("http://").split(":")
         for _ in range(40):
             sock = socket.create_connection((host, int(port)))
-            sock.sendall(b"POST /extract HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            sock.sendall(
+                b"POST /extract HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                % len(body)
+                + body
+            )
             sock.close()
         time.sleep(3)
         assert _post_raw(server.url, text)[0] == 200
@@ -397,9 +432,14 @@ def test_the_page_in_a_real_browser(server, tmp_path, browser_page):
     page.fill("#text", text)
     page.click("#extract")
     page.wait_for_function("document.getElementById('status').textContent.includes('spans from')")
-    marks = page.eval_on_selector_all("#out mark", "ms => ms.map(m => [Number(m.dataset.start), Number(m.dataset.end), m.textContent, m.dataset.labels])")
+    marks = page.eval_on_selector_all(
+        "#out mark",
+        "ms => ms.map(m => [Number(m.dataset.start), Number(m.dataset.end), m.textContent, m.dataset.labels])",
+    )
     page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
     assert problems == []
     assert marks and all(piece == text[a:b] and labels == label for a, b, piece, labels in marks)
-    assert sorted({i for a, b, *_ in marks for i in range(a, b)}) == sorted({i for s in expected for i in range(s["start"], s["end"])})
+    assert sorted({i for a, b, *_ in marks for i in range(a, b)}) == sorted(
+        {i for s in expected for i in range(s["start"], s["end"])}
+    )
     assert (tmp_path / "page.png").stat().st_size > 10_000

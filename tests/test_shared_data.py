@@ -36,8 +36,12 @@ def assert_same(records, reference, ids=None):
     for rid in ids:
         ref, rec = reference[rid], got[rid]
         assert rec.text == ref["text"], rid
-        assert [(s.start, s.end, s.label) for s in rec.spans] == [(s["start"], s["end"], s["label"]) for s in ref["spans"]], rid
-        assert [rec.text[s.start : s.end] for s in rec.spans] == [ref["text"][s["start"] : s["end"]] for s in ref["spans"]]
+        assert [(s.start, s.end, s.label) for s in rec.spans] == [
+            (s["start"], s["end"], s["label"]) for s in ref["spans"]
+        ], rid
+        assert [rec.text[s.start : s.end] for s in rec.spans] == [
+            ref["text"][s["start"] : s["end"]] for s in ref["spans"]
+        ]
 
 
 def by_kind(log):

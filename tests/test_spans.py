@@ -4,7 +4,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolkit.data.schema import Span
-from toolkit.spans.overlaps import flat_loss, max_disjoint, overlap_counts, overlap_kind, overlapping_pairs, per_label_loss, split_offsets
+from toolkit.spans.overlaps import (
+    flat_loss,
+    max_disjoint,
+    overlap_counts,
+    overlap_kind,
+    overlapping_pairs,
+    per_label_loss,
+    split_offsets,
+)
 
 
 def S(a, b, label="A"):
@@ -20,7 +28,13 @@ def test_overlap_kinds():
 
 
 def test_counts_and_losses_on_a_hand_built_document():
-    spans = [S(0, 100, "Termination"), S(40, 60, "Notice Period"), S(0, 100, "Renewal"), S(90, 120, "Termination"), S(200, 210)]
+    spans = [
+        S(0, 100, "Termination"),
+        S(40, 60, "Notice Period"),
+        S(0, 100, "Renewal"),
+        S(90, 120, "Termination"),
+        S(200, 210),
+    ]
     counts = overlap_counts(spans)
     assert counts["nested"] == 2  # notice inside both clauses
     assert counts["identical_extent"] == 1

@@ -24,13 +24,23 @@ def test_grid_points():
 def test_grid_sweep_writes_trials_summary_and_heatmap(tiny_bert, tmp_path):
     recipe = load_recipe(
         REPO / "recipes" / "demo_mlm.yaml",
-        [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *BASE, "sweep.params={model.dropout.embedding: [0.0, 0.1], train.learning_rate: [2e-5, 5e-5]}"],
+        [
+            f"model.name={tiny_bert}",
+            f"output_dir={tmp_path}",
+            *BASE,
+            "sweep.params={model.dropout.embedding: [0.0, 0.1], train.learning_rate: [2e-5, 5e-5]}",
+        ],
     )
     summary = run_sweep(recipe)
     base = tmp_path / "demo_mlm"
     rows = list(csv.DictReader((base / "summary.csv").open()))
     assert len(rows) == 4 and sum(r["best"] == "*" for r in rows) == 1
-    assert {(r["model.dropout.embedding"], r["train.learning_rate"]) for r in rows} == {("0.0", "2e-05"), ("0.0", "5e-05"), ("0.1", "2e-05"), ("0.1", "5e-05")}
+    assert {(r["model.dropout.embedding"], r["train.learning_rate"]) for r in rows} == {
+        ("0.0", "2e-05"),
+        ("0.0", "5e-05"),
+        ("0.1", "2e-05"),
+        ("0.1", "5e-05"),
+    }
     assert all(float(r["train_seconds"]) > 0 for r in rows)
     for i in range(4):
         trial = base / "trials" / f"trial-{i:03d}"
@@ -53,7 +63,8 @@ def test_optuna_sweep(tiny_bert, tmp_path):
             f"model.name={tiny_bert}",
             f"output_dir={tmp_path}",
             *BASE,
-            "sweep={method: optuna, n_trials: 2, params: {train.learning_rate: {low: 1e-5, high: 1e-3, log: true}, model.dropout.hidden: [0.0, 0.2]}}",
+            "sweep={method: optuna, n_trials: 2, params: "
+            "{train.learning_rate: {low: 1e-5, high: 1e-3, log: true}, model.dropout.hidden: [0.0, 0.2]}}",
         ],
     )
     run_sweep(recipe)

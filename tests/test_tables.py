@@ -26,7 +26,11 @@ def assert_fits(shown: str, width: int = 80) -> None:
 
 def test_systems_that_do_not_fit_side_by_side_are_split_over_tables_with_full_names():
     names = [f"ncbi_disease_dropout_lr_trial_{i}" for i in range(5)]
-    table = SystemsTable("five runs", ["span F1", "boundary recall: both within 3 words"], {n: [f"0.{i}123\n0.70-0.80", "0.9000"] for i, n in enumerate(names)})
+    table = SystemsTable(
+        "five runs",
+        ["span F1", "boundary recall: both within 3 words"],
+        {n: [f"0.{i}123\n0.70-0.80", "0.9000"] for i, n in enumerate(names)},
+    )
     shown = render(table)
     assert_fits(shown)
     assert all(n in shown for n in names)
@@ -49,7 +53,11 @@ def test_export_table_lists_every_path_and_says_why_one_was_skipped():
     from toolkit.deploy.export import export_table
 
     paths = ["onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32", "pytorch_bf16"]
-    figures = {"max_logit_diff": 2.4e-06, "span_f1": 0.766, "span_f1_drop": {"points": -0.12, "ci95_points": [-1.35, 0.88]}}
+    figures = {
+        "max_logit_diff": 2.4e-06,
+        "span_f1": 0.766,
+        "span_f1_drop": {"points": -0.12, "ci95_points": [-1.35, 0.88]},
+    }
     manifest = {
         "paths": {
             **{p: {"span_f1": 0.766, "docs_per_second": 524.52, "chosen": p == "onnx_int8"} for p in paths[:4]},
@@ -79,7 +87,13 @@ def test_sweep_table_shows_each_trial_with_its_parameters():
         }
         for i, (d, lr) in enumerate([(0.0, 2e-5), (0.0, 5e-5), (0.1, 2e-5), (0.1, 5e-5)])
     ]
-    summary = {"metric": "span_f1", "params": ["model.dropout.embedding", "train.learning_rate"], "trials": trials, "best": "trial-003", "directory": "/runs/x"}
+    summary = {
+        "metric": "span_f1",
+        "params": ["model.dropout.embedding", "train.learning_rate"],
+        "trials": trials,
+        "best": "trial-003",
+        "directory": "/runs/x",
+    }
     shown = render(sweep_table(summary))
     assert_fits(shown)
     assert "trial-003 (best)" in shown and "model.dropout.embedding" in shown and "5e-05" in shown and "0.8300" in shown
@@ -90,7 +104,12 @@ def test_eval_prints_headline_and_per_label_tables_at_80_columns(tiny_mlm_run, t
     proc = invoke(args, columns=80)
     assert proc.exit_code == 0, proc.output
     assert_fits(proc.stdout)
-    assert "span F1 (exact)" in proc.stdout and "per label" in proc.stdout and "Disease" in proc.stdout and "Chemical" in proc.stdout
+    assert (
+        "span F1 (exact)" in proc.stdout
+        and "per label" in proc.stdout
+        and "Disease" in proc.stdout
+        and "Chemical" in proc.stdout
+    )
     written = __import__("json").loads((tmp_path / "e" / "metrics.json").read_text())["summary"]
     as_json = invoke([*args, "--json"])
     # The one line carries the scores the tables showed and metrics.json holds.
@@ -110,7 +129,10 @@ def test_curves_table_puts_runs_side_by_side():
     }
     summary = {
         "common_budget_seconds": 120.0,
-        "at_common_budget": {"cuad_clauses_segments_mlm": {**point, "ci95": {"boundary_both_recall": [0.5, 0.7]}}, "cuad_clauses_clm": None},
+        "at_common_budget": {
+            "cuad_clauses_segments_mlm": {**point, "ci95": {"boundary_both_recall": [0.5, 0.7]}},
+            "cuad_clauses_clm": None,
+        },
     }
     shown = render(curves_table(summary, [3]))
     assert_fits(shown)

@@ -14,7 +14,9 @@ BASE = [*OVERFIT_FIVE, "eval.bootstrap=50"]
 
 
 def recipe(tiny_bert, tmp_path, *extra):
-    return load_recipe(REPO / "recipes" / "demo_mlm.yaml", [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *BASE, *extra])
+    return load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml", [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *BASE, *extra]
+    )
 
 
 @pytest.mark.parametrize("multi_label", [False, True])
@@ -24,7 +26,15 @@ def test_tiny_model_overfits_five_documents(tiny_bert, tmp_path, multi_label):
     result = run_recipe(cfg, run_dir)
     assert result.summary["span_f1"] == 1.0
     assert result.summary["boundary_both_recall"] == 1.0
-    for name in ("config.yaml", "metrics.json", "report.md", "predictions.jsonl", "train_log.jsonl", "data_report.json", "model/toolkit.json"):
+    for name in (
+        "config.yaml",
+        "metrics.json",
+        "report.md",
+        "predictions.jsonl",
+        "train_log.jsonl",
+        "data_report.json",
+        "model/toolkit.json",
+    ):
         assert (run_dir / name).is_file(), name
     saved = load_recipe(run_dir / "config.yaml")
     assert saved.model.multi_label is multi_label and saved.train.learning_rate == 3e-3
@@ -39,18 +49,24 @@ def test_tiny_model_overfits_five_documents(tiny_bert, tmp_path, multi_label):
 def test_eval_reproduces_run_scores(tiny_bert, tmp_path):
     cfg = recipe(tiny_bert, tmp_path, "data.max_dev_docs=null", "data.dev=sample:clinical_dev", "train.epochs=10")
     result = run_recipe(cfg, tmp_path / "demo_mlm")
-    metrics, _ = evaluate_run(tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=cfg.eval.bootstrap)
+    metrics, _ = evaluate_run(
+        tmp_path / "demo_mlm", "sample:clinical_dev", tmp_path / "e", bootstrap=cfg.eval.bootstrap
+    )
     assert metrics["summary"] == result.summary
 
 
 def test_resume_after_a_crash(tiny_bert, tmp_path):
-    cfg = recipe(tiny_bert, tmp_path, "train.max_steps=4", "train.eval_every=2", "train.save_total_limit=5", "train.batch_size=1")
+    cfg = recipe(
+        tiny_bert, tmp_path, "train.max_steps=4", "train.eval_every=2", "train.save_total_limit=5", "train.batch_size=1"
+    )
     run_dir = tmp_path / "demo_mlm"
     run_recipe(cfg, run_dir)
     for name in ("metrics.json", "model"):
         p = run_dir / name
         subprocess.run(["rm", "-rf", str(p)], check=True)  # as if the process died after checkpoint-4
-    cfg = recipe(tiny_bert, tmp_path, "train.max_steps=6", "train.eval_every=2", "train.save_total_limit=5", "train.batch_size=1")
+    cfg = recipe(
+        tiny_bert, tmp_path, "train.max_steps=6", "train.eval_every=2", "train.save_total_limit=5", "train.batch_size=1"
+    )
     result = run_recipe(cfg, run_dir)
     assert result.run["resumed_from_checkpoint"] == "checkpoint-4"
     assert result.run["optimizer_steps"] == 6
@@ -64,7 +80,14 @@ def test_resume_after_a_crash(tiny_bert, tmp_path):
 
 
 def test_lora_trains_few_parameters_and_saves_a_merged_model(tiny_bert, tmp_path):
-    cfg = recipe(tiny_bert, tmp_path, "model.lora.enabled=true", "model.lora.target_modules=[query,value]", "model.lora.r=4", "train.epochs=2")
+    cfg = recipe(
+        tiny_bert,
+        tmp_path,
+        "model.lora.enabled=true",
+        "model.lora.target_modules=[query,value]",
+        "model.lora.r=4",
+        "train.epochs=2",
+    )
     plan = plan_recipe(cfg)
     assert plan["trainable_parameters"] < plan["parameters"] / 5
     run_recipe(cfg, tmp_path / "demo_mlm")
@@ -79,7 +102,15 @@ def test_cli_run_dry_run_and_errors(tiny_bert, tmp_path):
     proc = invoke([*args, "--dry-run"])
     assert proc.exit_code == 0, proc.output
     plan = json.loads(proc.stdout)
-    assert plan["labels"] == ["Confidentiality", "Governing Law", "Limitation of Liability", "Notice Period", "Parties", "Payment Terms", "Termination"]
+    assert plan["labels"] == [
+        "Confidentiality",
+        "Governing Law",
+        "Limitation of Liability",
+        "Notice Period",
+        "Parties",
+        "Payment Terms",
+        "Termination",
+    ]
     assert plan["train"]["spans_not_representable"] == 0  # multi_label holds the nested notice periods
     assert not (tmp_path / "demo_mlm").exists()
     proc = invoke([*args, "train.learnin_rate=1", "--dry-run"])
@@ -99,5 +130,7 @@ def test_prefer_bf16_follows_the_hardware(monkeypatch):
         pytest.skip("the CPU rule is what is tested here")
     monkeypatch.setattr(hardware, "describe", lambda: {"cpu": "x", "cpu_flags": ["avx2"], "bf16": False, "cuda": None})
     assert precision_flags("prefer_bf16") == {"bf16": False, "fp16": False}
-    monkeypatch.setattr(hardware, "describe", lambda: {"cpu": "x", "cpu_flags": ["avx512_bf16"], "bf16": True, "cuda": None})
+    monkeypatch.setattr(
+        hardware, "describe", lambda: {"cpu": "x", "cpu_flags": ["avx512_bf16"], "bf16": True, "cuda": None}
+    )
     assert precision_flags("prefer_bf16") == {"bf16": True, "fp16": False, "use_cpu": True}

@@ -104,6 +104,11 @@ def test_cli_check_exits_1_without_traceback(name):
 
 
 def test_cli_missing_file_is_a_clean_error():
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "check", "no/such.jsonl", "--no-tokenizer"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit", "check", "no/such.jsonl", "--no-tokenizer"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert "no such file" in proc.stderr and "Traceback" not in proc.stderr

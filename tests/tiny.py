@@ -27,7 +27,9 @@ def make_tiny_bert(directory: Path, hidden: int = 64, layers: int = 2, max_posit
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok.train_from_iterator(sample_texts(), trainers.WordPieceTrainer(vocab_size=600, special_tokens=specials))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         unk_token="[UNK]",
@@ -70,11 +72,22 @@ def make_tiny_llama(directory: Path, hidden: int = 64, layers: int = 2) -> Path:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    prompts = ["Extract the spans of these labels, copied verbatim from the text: Chemical, Disease.\nText:\nSpans:\nnone\n"] * 20
+    prompts = [
+        "Extract the spans of these labels, copied verbatim from the text: Chemical, Disease.\nText:\nSpans:\nnone\n"
+    ] * 20
     tok.train_from_iterator(
-        sample_texts() + prompts, trainers.BpeTrainer(vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        sample_texts() + prompts,
+        trainers.BpeTrainer(
+            vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
     )
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>", model_max_length=2048)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token="<|im_start|>",
+        model_max_length=2048,
+    )
     fast.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(
         vocab_size=tok.get_vocab_size(),

@@ -28,11 +28,19 @@ err_console = Console(stderr=True)
 
 @app.command()
 def check(
-    files: Annotated[list[Path], typer.Argument(help="Span JSONL files (e.g. train.jsonl dev.jsonl: leakage between them is checked).")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Span JSONL files (e.g. train.jsonl dev.jsonl: leakage between them is checked)."),
+    ],
     labels: Annotated[str | None, typer.Option(help="Allowed labels: 'A,B,C' or a file with one label a line.")] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="Fast tokenizer (hub id or path) for token statistics. Default: the default encoder.")] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="Fast tokenizer (hub id or path) for token statistics. Default: the default encoder."),
+    ] = None,
     no_tokenizer: Annotated[bool, typer.Option("--no-tokenizer", help="Skip token statistics.")] = False,
-    max_length: Annotated[int | None, typer.Option(help="Model max length in tokens (default: the tokenizer's).")] = None,
+    max_length: Annotated[
+        int | None, typer.Option(help="Model max length in tokens (default: the tokenizer's).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (every problem included).")] = False,
     strict: Annotated[bool, typer.Option(help="Exit 1 on warnings too.")] = False,
     max_problems: Annotated[int, typer.Option(help="Problems listed in the text report.")] = 100,
@@ -74,16 +82,28 @@ def _print_log(log, out: Path | None, as_json: bool) -> None:
 
 @app.command("import")
 def import_(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="conll | brat | pubtator | cuad | labelstudio | docbin | jsonl")],
-    sources: Annotated[list[Path], typer.Argument(help="Source files or directories (cuad: master_clauses.csv then the .txt directory).")],
+    fmt: Annotated[
+        str, typer.Argument(metavar="FORMAT", help="conll | brat | pubtator | cuad | labelstudio | docbin | jsonl")
+    ],
+    sources: Annotated[
+        list[Path],
+        typer.Argument(help="Source files or directories (cuad: master_clauses.csv then the .txt directory)."),
+    ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output span JSONL.")],
     scheme: Annotated[str | None, typer.Option(help="conll: auto | iob1 | iob2 | bioes | bilou.")] = None,
-    discontinuous: Annotated[str | None, typer.Option(help="brat: report (leave out, listed) | split (one span per fragment).")] = None,
+    discontinuous: Annotated[
+        str | None, typer.Option(help="brat: report (leave out, listed) | split (one span per fragment).")
+    ] = None,
     text_key: Annotated[str | None, typer.Option(help="labelstudio: the task data field holding the text.")] = None,
     spans_key: Annotated[str | None, typer.Option(help="docbin: read only doc.spans[KEY] (and doc.ents).")] = None,
-    predictions: Annotated[bool, typer.Option("--predictions", help="labelstudio: read model predictions (pre-annotations), not annotations.")] = False,
+    predictions: Annotated[
+        bool,
+        typer.Option("--predictions", help="labelstudio: read model predictions (pre-annotations), not annotations."),
+    ] = False,
     map_label: Annotated[list[str] | None, typer.Option(help="OLD=NEW, repeatable; OLD= drops the label.")] = None,
-    holdout: Annotated[list[Path] | None, typer.Option(help="Files of another split: documents also there are left out (leakage).")] = None,
+    holdout: Annotated[
+        list[Path] | None, typer.Option(help="Files of another split: documents also there are left out (leakage).")
+    ] = None,
     report: Annotated[Path | None, typer.Option(help="Write the full import report (every problem) as JSON.")] = None,
     strict: Annotated[bool, typer.Option(help="Exit 1 when anything was left out or reported.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -91,7 +111,13 @@ def import_(
     """Convert annotations to span JSONL. Everything left out is counted and listed."""
     from toolkit.data.importers import parse_label_map, run_import
 
-    options = {"scheme": scheme, "discontinuous": discontinuous, "text_key": text_key, "spans_key": spans_key, "predictions": predictions}
+    options = {
+        "scheme": scheme,
+        "discontinuous": discontinuous,
+        "text_key": text_key,
+        "spans_key": spans_key,
+        "predictions": predictions,
+    }
     _, log = run_import(fmt, sources, out, options, parse_label_map(map_label or []), holdout)
     if report:
         report.write_text(json.dumps(log.summary(), indent=2, ensure_ascii=False), encoding="utf-8")
@@ -124,13 +150,22 @@ def export_data(
 
 @app.command()
 def run(
-    recipe: Annotated[str, typer.Argument(help="Recipe YAML, or the name of a packaged recipe (`toolkit recipes` lists them).")],
-    overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides, e.g. train.learning_rate=2e-5")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate the recipe and data, show the plan, train nothing.")] = False,
+    recipe: Annotated[
+        str, typer.Argument(help="Recipe YAML, or the name of a packaged recipe (`toolkit recipes` lists them).")
+    ],
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="key=value overrides, e.g. train.learning_rate=2e-5")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate the recipe and data, show the plan, train nothing.")
+    ] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished run of the same name.")] = False,
     linear_baseline: Annotated[
         bool,
-        typer.Option("--linear-baseline", help="Fit a segment recipe's bag-of-words baseline instead (same data and scoring; run name + _linear)."),
+        typer.Option(
+            "--linear-baseline",
+            help="Fit a segment recipe's bag-of-words baseline instead (same data and scoring; run name + _linear).",
+        ),
     ] = False,
 ) -> None:
     """Run a recipe: one training run, or a sweep when the recipe has a `sweep:` block."""
@@ -166,7 +201,9 @@ def run(
     if result is None:
         import os
 
-        console.print(f"rank {os.environ.get('RANK')}/{os.environ.get('WORLD_SIZE')}: finished; rank 0 writes {run_dir}")
+        console.print(
+            f"rank {os.environ.get('RANK')}/{os.environ.get('WORLD_SIZE')}: finished; rank 0 writes {run_dir}"
+        )
         return
     console.print(flow_for(cfg).summary(cfg, result))
     run_info = result.run
@@ -177,7 +214,9 @@ def run(
     console.print(", ".join(figures))
 
 
-recipes_app = typer.Typer(help="The recipes shipped with the package: list them, or copy one to edit.", invoke_without_command=True)
+recipes_app = typer.Typer(
+    help="The recipes shipped with the package: list them, or copy one to edit.", invoke_without_command=True
+)
 app.add_typer(recipes_app, name="recipes")
 
 
@@ -221,9 +260,12 @@ def eval_(
     out: Annotated[Path | None, typer.Option(help="Output directory (default RUN/eval/<data name>).")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0: none).")] = SCORING.bootstrap,
     jaccard_threshold: Annotated[
-        float | None, typer.Option(help="Word Jaccard for a match (default: the run's eval.jaccard_threshold).", min=0.01, max=1.0)
+        float | None,
+        typer.Option(help="Word Jaccard for a match (default: the run's eval.jaccard_threshold).", min=0.01, max=1.0),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as one JSON line instead of tables.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the headline metrics as one JSON line instead of tables.")
+    ] = False,
 ) -> None:
     """Score a trained run on any span file with the toolkit's one scorer."""
     from toolkit.evaluate.evaluation import evaluate_run, summary_line
@@ -240,15 +282,32 @@ def eval_(
 
 @app.command()
 def predict(
-    model: Annotated[Path, typer.Argument(metavar="MODEL", help="A run directory (`toolkit run`) or an artifact (`toolkit export`).")],
-    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help="Span JSONL (spans ignored), .txt, .pdf, .docx files, or folders of them.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Output: span JSONL with the extracted text (or Label Studio JSON).")],
-    fmt: Annotated[str, typer.Option("--format", help="spans | labelstudio (tasks with pre-annotations and their scores).")] = "spans",
+    model: Annotated[
+        Path, typer.Argument(metavar="MODEL", help="A run directory (`toolkit run`) or an artifact (`toolkit export`).")
+    ],
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="INPUT...", help="Span JSONL (spans ignored), .txt, .pdf, .docx files, or folders of them."
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("-o", "--out", help="Output: span JSONL with the extracted text (or Label Studio JSON).")
+    ],
+    fmt: Annotated[
+        str, typer.Option("--format", help="spans | labelstudio (tasks with pre-annotations and their scores).")
+    ] = "spans",
     batch_size: Annotated[int, typer.Option(help="Documents per model call.")] = 16,
     ray: Annotated[
-        str | None, typer.Option(help="Run on Ray Data: local (start Ray here), auto (the cluster this machine is in) or ray://HEAD:10001.", metavar="ADDRESS")
+        str | None,
+        typer.Option(
+            help="Run on Ray Data: local (start Ray here), auto (the cluster this machine is in) or ray://HEAD:10001.",
+            metavar="ADDRESS",
+        ),
     ] = None,
-    ray_actors: Annotated[int | None, typer.Option(help="Model actors on Ray (default: as many as the cluster's CPUs allow).")] = None,
+    ray_actors: Annotated[
+        int | None, typer.Option(help="Model actors on Ray (default: as many as the cluster's CPUs allow).")
+    ] = None,
     ray_cpus_per_actor: Annotated[int, typer.Option(help="CPUs (and threads) of each model actor on Ray.")] = 1,
 ) -> None:
     """Extract spans from a collection of documents. Streams to OUT; run it again to resume after a crash."""
@@ -260,62 +319,117 @@ def predict(
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task("predict", total=None)
         summary = predict_collection(
-            model, inputs, out, fmt, batch_size, ray, ray_actors, ray_cpus_per_actor, progress=lambda n, total: bar.update(task, total=total, advance=n)
+            model,
+            inputs,
+            out,
+            fmt,
+            batch_size,
+            ray,
+            ray_actors,
+            ray_cpus_per_actor,
+            progress=lambda n, total: bar.update(task, total=total, advance=n),
         )
     # The summary goes to stdout; each problem with one document goes to stderr as one unwrapped line
     # (a path and its reason stay greppable whatever the terminal's width), so a pipe of stdout holds
     # only the summary and every failure stays visible on the console.
     console.print(
-        f"{summary['predicted']} documents predicted in {summary['seconds']} s ({summary['documents_per_second']} docs/s, {summary['engine']}); "
+        f"{summary['predicted']} documents predicted in {summary['seconds']} s ({summary['documents_per_second']} "
+        f"docs/s, {summary['engine']}); "
         f"{summary['already_done']} already in {summary['stream']}; {summary['failed']} failed",
         soft_wrap=True,
     )
     if summary["repaired_torn_line"]:
-        err_console.print(f"removed a last line cut off mid-write in {summary['stream']} (its document was predicted again)", soft_wrap=True)
+        err_console.print(
+            f"removed a last line cut off mid-write in {summary['stream']} (its document was predicted again)",
+            soft_wrap=True,
+        )
     for source, pages in summary["pages_without_text"].items():
         err_console.print(
-            f"{escape(source)}: no text layer on page(s) {', '.join(map(str, pages))}; those pages were not read (OCR them to include them)", soft_wrap=True
+            f"{escape(source)}: no text layer on page(s) {', '.join(map(str, pages))}; those pages were not read (OCR "
+            f"them to include them)",
+            soft_wrap=True,
         )
     for failure in summary["failures"]:
         doc = f" [{failure['id']}]" if failure["id"] else ""
         err_console.print(
-            f"[red]failed[/red] {escape(failure['source'])}{escape(doc)}: {escape(failure['reason'])}. Fix: {escape(failure['fix'])}", soft_wrap=True
+            f"[red]failed[/red] {escape(failure['source'])}{escape(doc)}: {escape(failure['reason'])}. Fix: "
+            f"{escape(failure['fix'])}",
+            soft_wrap=True,
         )
     if summary["files_skipped"]:
-        err_console.print(f"skipped {len(summary['files_skipped'])} files of other types, e.g. {escape(summary['files_skipped'][0])}", soft_wrap=True)
-    console.print(f"wrote {out}" + (f" (failures: {summary['failures_file']})" if summary["failed"] else ""), soft_wrap=True)
+        err_console.print(
+            f"skipped {len(summary['files_skipped'])} files of other types, e.g. {escape(summary['files_skipped'][0])}",
+            soft_wrap=True,
+        )
+    console.print(
+        f"wrote {out}" + (f" (failures: {summary['failures_file']})" if summary["failed"] else ""), soft_wrap=True
+    )
     raise typer.Exit(1 if summary["failed"] else 0)
 
 
 @app.command()
 def review(
-    predictions: Annotated[Path, typer.Argument(metavar="PREDICTIONS", help="Span JSONL from `toolkit predict`, or `predictions.jsonl` of a run or eval.")],
+    predictions: Annotated[
+        Path,
+        typer.Argument(
+            metavar="PREDICTIONS", help="Span JSONL from `toolkit predict`, or `predictions.jsonl` of a run or eval."
+        ),
+    ],
     out: Annotated[Path, typer.Option("-o", "--out", help="The HTML page to write.")],
-    gold: Annotated[str | None, typer.Option(help="Gold span JSONL (or sample:NAME): colour misses, false positives and boundary errors.")] = None,
-    map_label: Annotated[list[str] | None, typer.Option(help="OLD=NEW for gold labels, repeatable (a run's data.label_map).")] = None,
+    gold: Annotated[
+        str | None,
+        typer.Option(help="Gold span JSONL (or sample:NAME): colour misses, false positives and boundary errors."),
+    ] = None,
+    map_label: Annotated[
+        list[str] | None, typer.Option(help="OLD=NEW for gold labels, repeatable (a run's data.label_map).")
+    ] = None,
 ) -> None:
     """Render documents with highlighted spans as one self-contained HTML page."""
     from toolkit.data.importers import parse_label_map
     from toolkit.evaluate.review import write_review
 
     summary = write_review(predictions, out, gold, parse_label_map(map_label or []))
-    console.print(f"wrote {summary['out']} ({summary['documents']} documents){'; ' + summary['note'] if summary['note'] else ''}")
+    console.print(
+        f"wrote {summary['out']} ({summary['documents']} documents){'; ' + summary['note'] if summary['note'] else ''}"
+    )
 
 
 @app.command("compare")
 def compare_(
-    systems: Annotated[list[str], typer.Argument(metavar="RUN_OR_RECIPE...", help="Run directories or recipes (trained first when their run is missing).")],
-    data: Annotated[str | None, typer.Option(help="Span JSONL every system is scored on (or sample:NAME); not with --curves.")] = None,
-    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/compare"),
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for CIs and the paired test (0: none).")] = SCORING.bootstrap,
-    jaccard_threshold: Annotated[
-        float | None, typer.Option(help="Word Jaccard for a match (default: the runs' eval.jaccard_threshold).", min=0.01, max=1.0)
+    systems: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN_OR_RECIPE...", help="Run directories or recipes (trained first when their run is missing)."
+        ),
+    ],
+    data: Annotated[
+        str | None, typer.Option(help="Span JSONL every system is scored on (or sample:NAME); not with --curves.")
     ] = None,
-    tolerance: Annotated[list[int] | None, typer.Option(help="k for boundary recall within +/-k words (repeatable).")] = None,
-    max_docs: Annotated[int | None, typer.Option(help="Score the first N documents only (CLM generation is slow on CPU).")] = None,
-    reuse_predictions: Annotated[bool, typer.Option(help="Use a run's saved dev predictions when they cover these documents (no new inference).")] = False,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/compare"),
+    bootstrap: Annotated[
+        int, typer.Option(help="Bootstrap resamples for CIs and the paired test (0: none).")
+    ] = SCORING.bootstrap,
+    jaccard_threshold: Annotated[
+        float | None,
+        typer.Option(help="Word Jaccard for a match (default: the runs' eval.jaccard_threshold).", min=0.01, max=1.0),
+    ] = None,
+    tolerance: Annotated[
+        list[int] | None, typer.Option(help="k for boundary recall within +/-k words (repeatable).")
+    ] = None,
+    max_docs: Annotated[
+        int | None, typer.Option(help="Score the first N documents only (CLM generation is slow on CPU).")
+    ] = None,
+    reuse_predictions: Annotated[
+        bool, typer.Option(help="Use a run's saved dev predictions when they cover these documents (no new inference).")
+    ] = False,
     curves: Annotated[
-        bool, typer.Option(help="Compare the runs' learning curves (recall at each checkpoint against training seconds; runs trained with eval.curve_docs).")
+        bool,
+        typer.Option(
+            help=(
+                "Compare the runs' learning curves (recall at each checkpoint against training seconds; runs trained "
+                "with eval.curve_docs)."
+            )
+        ),
     ] = False,
 ) -> None:
     """Compare systems (e.g. MLM vs CLM) on the same documents with the one scorer."""
@@ -331,13 +445,21 @@ def compare_(
         return
     if data is None:
         raise ToolkitError(
-            "toolkit compare needs --data (the documents every system is scored on)", fix="add --data FILE, or --curves to compare learning curves"
+            "toolkit compare needs --data (the documents every system is scored on)",
+            fix="add --data FILE, or --curves to compare learning curves",
         )
 
     # Recipes are trained first when their run is missing.
     tolerances = tolerance or list(SCORING.boundary_tolerance)
     summary = compare(
-        [ensure_run(s) for s in systems], data, out, bootstrap, tolerances, max_docs=max_docs, reuse=reuse_predictions, jaccard_threshold=jaccard_threshold
+        [ensure_run(s) for s in systems],
+        data,
+        out,
+        bootstrap,
+        tolerances,
+        max_docs=max_docs,
+        reuse=reuse_predictions,
+        jaccard_threshold=jaccard_threshold,
     )
     console.print(f"compare on {data}")
     console.print(terminal_table(summary, tolerances))
@@ -347,7 +469,9 @@ def compare_(
 @app.command()
 def tune(
     run_path: Annotated[Path, typer.Argument(metavar="RUN", help="A finished segment_classification run directory.")],
-    data: Annotated[str | None, typer.Option(help="Labeled documents to choose the thresholds on (default: the run's dev file).")] = None,
+    data: Annotated[
+        str | None, typer.Option(help="Labeled documents to choose the thresholds on (default: the run's dev file).")
+    ] = None,
 ) -> None:
     """Choose a segment run's per-label thresholds again (saved with its model) and rescore it."""
     from toolkit.tasks import flow_for
@@ -366,25 +490,45 @@ def export_(
         str,
         typer.Option(
             help="auto: measure every path this machine allows and keep the fastest within budget; or one path: "
-            "onnx_fp32 (fp32), onnx_fused (fused), onnx_int8 (int8: blockwise 8-bit weights), pytorch_fp32 (pytorch), pytorch_bf16 (bf16)."
+            "onnx_fp32 (fp32), onnx_fused (fused), onnx_int8 (int8: blockwise 8-bit weights), pytorch_fp32 (pytorch), "
+            "pytorch_bf16 (bf16)."
         ),
     ] = "auto",
     quantize: Annotated[str | None, typer.Option(hidden=True, help="Older name of --precision.")] = None,
-    data: Annotated[str | None, typer.Option(help="Labeled documents for the parity check (default: the run's dev file).")] = None,
-    parity_docs: Annotated[int, typer.Option(help="Documents in the parity sample (the first N); an F1 budget needs enough spans to be stable.")] = 64,
-    max_logit_diff: Annotated[float, typer.Option(help="Budget of the fp32 paths: largest absolute logit difference from PyTorch.")] = 1e-3,
-    max_f1_drop: Annotated[float, typer.Option(help="Budget of every path: span-F1 drop from PyTorch fp32 (0.01 = one point).")] = 0.01,
+    data: Annotated[
+        str | None, typer.Option(help="Labeled documents for the parity check (default: the run's dev file).")
+    ] = None,
+    parity_docs: Annotated[
+        int,
+        typer.Option(
+            help="Documents in the parity sample (the first N); an F1 budget needs enough spans to be stable."
+        ),
+    ] = 64,
+    max_logit_diff: Annotated[
+        float, typer.Option(help="Budget of the fp32 paths: largest absolute logit difference from PyTorch.")
+    ] = 1e-3,
+    max_f1_drop: Annotated[
+        float, typer.Option(help="Budget of every path: span-F1 drop from PyTorch fp32 (0.01 = one point).")
+    ] = 0.01,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing artifact directory.")] = False,
 ) -> None:
     """Export a run to a self-contained artifact (ONNX or PyTorch, the fastest path within budget on this machine);
     writes nothing when the parity budgets are exceeded."""
     from toolkit.deploy.export import ParityBudgets, export_run, export_table
 
-    manifest = export_run(run_path, out, quantize or precision, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite)
+    manifest = export_run(
+        run_path, out, quantize or precision, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite
+    )
     p, hw = manifest["parity"], manifest["hardware"]
-    console.print(f"{hw['cpu']} ({' '.join(hw['cpu_flags']) or 'no AVX2'}); {p['documents']} parity documents, PyTorch fp32 span F1 {p['pytorch_span_f1']:.4f}")
+    console.print(
+        f"{hw['cpu']} ({' '.join(hw['cpu_flags']) or 'no AVX2'}); {p['documents']} parity documents, PyTorch fp32 span "
+        f"F1 {p['pytorch_span_f1']:.4f}"
+    )
     c = manifest["conditions"]
-    console.print(f"timed with {c['threads']} thread(s) of {c['cores']} cores; load average {c['load_average']}, others busy {c['others_busy_cores']} cores")
+    console.print(
+        f"timed with {c['threads']} thread(s) of {c['cores']} cores; load average {c['load_average']}, others busy "
+        f"{c['others_busy_cores']} cores"
+    )
     if c["warning"]:
         err_console.print(f"[yellow]warning:[/yellow] {escape(c['warning'])}", soft_wrap=True)
     console.print(export_table(manifest))
@@ -396,15 +540,27 @@ def serve(
     artifact: Annotated[Path, typer.Argument(metavar="DIR", help="Artifact directory made by `toolkit export`.")],
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 3000,
-    max_batch_size: Annotated[int, typer.Option(help="Batching: most documents per model call (1 turns batching off).")] = MAX_BATCH_DOCS,
+    max_batch_size: Annotated[
+        int, typer.Option(help="Batching: most documents per model call (1 turns batching off).")
+    ] = MAX_BATCH_DOCS,
     max_queue_seconds: Annotated[
-        float, typer.Option(help="Admission bound: work waiting for the model, in seconds at the throughput measured at export; past it 503 + Retry-After.")
+        float,
+        typer.Option(
+            help=(
+                "Admission bound: work waiting for the model, in seconds at the throughput measured at export; past it "
+                "503 + Retry-After."
+            )
+        ),
     ] = 30.0,
     model_threads: Annotated[
-        int | None, typer.Option(help="The model's intra-op threads (default: every core; fewer where another process keeps cores busy).")
+        int | None,
+        typer.Option(
+            help="The model's intra-op threads (default: every core; fewer where another process keeps cores busy)."
+        ),
     ] = None,
 ) -> None:
-    """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics). SIGTERM or Ctrl-C stops it within seconds."""
+    """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics). SIGTERM or Ctrl-C stops
+    it within seconds."""
     from toolkit.deploy.launch import serve_artifact
 
     limits = {"max_queue_seconds": max_queue_seconds, **({"model_threads": model_threads} if model_threads else {})}
@@ -430,7 +586,8 @@ def demo(
     overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides for the demo recipe.")] = None,
     workdir: Annotated[Path, typer.Option(help="Where the demo writes its outputs.")] = Path("runs/demo"),
 ) -> None:
-    """The main job on the embedded sample: check the data, round-trip it through every format, train demo_mlm and score it."""
+    """The main job on the embedded sample: check the data, round-trip it through every format, train demo_mlm and score
+    it."""
     from toolkit.demo import run_demo
 
     raise typer.Exit(run_demo(workdir, console, overrides or []))

@@ -31,7 +31,14 @@ def _accepts(model: type[BaseModel], path: tuple) -> bool:
         if part not in fields:
             return False
         annotation = fields[part].annotation
-        node = next((a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        node = next(
+            (
+                a
+                for a in getattr(annotation, "__args__", (annotation,))
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
+        )
         if node is None:
             return True
     return True
@@ -55,14 +62,20 @@ def _error_line(err: dict) -> str:
         owners = [k for k, t in TASKS.items() if k != key and _accepts(t.recipe, path)]
         if owners:
             null = f" (on the command line: {where}=null)" if len(path) == 1 else ""
-            return f"  {where}: not an option of {key} recipes (it belongs to {', '.join(owners)}); fix: remove it{null}, or set the task it belongs to"
+            return (
+                f"  {where}: not an option of {key} recipes (it belongs to {', '.join(owners)}); fix: remove it{null}, "
+                f"or set the task it belongs to"
+            )
         accepted = sorted(TASKS[key].recipe.model_fields) if key and len(path) == 1 else []
         listed = f" (keys here: {', '.join(accepted)})" if accepted else ""
         return f"  {where}: unknown key; fix: remove it or check its spelling{listed}"
     if kind == "missing":
         return f"  {where}: required; fix: add it"
     if kind == "unknown_task":
-        return f"  task: {msg}{_shown(err.get('input', {}).get('task') if isinstance(err.get('input'), dict) else None)}; fix: set task"
+        return (
+            f"  task: {msg}{_shown(err.get('input', {}).get('task') if isinstance(err.get('input'), dict) else None)}; "
+            f"fix: set task"
+        )
     problem, sep, fix = msg.rpartition(": ") if kind == "value_error" else ("", "", "")
     if sep:  # a rule across keys: its message names them, and ends in its fix
         return f"  {where + ': ' if where else ''}{problem}; fix: {fix}"
@@ -71,7 +84,9 @@ def _error_line(err: dict) -> str:
 
 def _format_errors(exc: ValidationError, source: str) -> ConfigError:
     lines = [_error_line(err) for err in exc.errors(include_url=False)]
-    return ConfigError(f"{source}: {len(lines)} config error(s)\n" + "\n".join(lines), fix="edit the recipe or the key=value override")
+    return ConfigError(
+        f"{source}: {len(lines)} config error(s)\n" + "\n".join(lines), fix="edit the recipe or the key=value override"
+    )
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -98,7 +113,9 @@ class _Loader(yaml.SafeLoader):
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)$|^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*$|^[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?$"),
+    re.compile(
+        r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)$|^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*$|^[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?$"
+    ),
     list("-+0123456789."),
 )
 
@@ -128,7 +145,14 @@ def _accepted_only(data: dict, model: type[BaseModel]) -> dict:
         if key not in model.model_fields:
             continue
         annotation = model.model_fields[key].annotation
-        section = next((a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        section = next(
+            (
+                a
+                for a in getattr(annotation, "__args__", (annotation,))
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
+        )
         out[key] = _accepted_only(value, section) if section is not None and isinstance(value, dict) else value
     return out
 
@@ -171,4 +195,6 @@ def with_params(recipe: RecipeBase, params: dict[str, Any]) -> RecipeBase:
 
 def dump_recipe(recipe: RecipeBase, path: Path) -> None:
     """Save the resolved config (every default filled in) beside a run's outputs."""
-    path.write_text(yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False, allow_unicode=True), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False, allow_unicode=True), encoding="utf-8"
+    )

@@ -97,11 +97,16 @@ def train_demo(recipe_name: str, workdir: Path, console: Console, overrides: lis
     console.rule(f"[bold]Training {recipe.name} ({recipe.task}): {recipe.model.name} on {recipe.data.train}")
     prepare_run_dir(run_dir, overwrite=True)
     result = run_recipe(recipe, run_dir)
-    docs = f"the first {recipe.data.max_dev_docs} documents of {recipe.data.dev}" if recipe.data.max_dev_docs else recipe.data.dev
+    docs = (
+        f"the first {recipe.data.max_dev_docs} documents of {recipe.data.dev}"
+        if recipe.data.max_dev_docs
+        else recipe.data.dev
+    )
     console.print(score_table(f"{recipe.name} on {docs} (short demo budgets: README, Quick start)", result.metrics))
     info = result.run
     console.print(
-        f"Training: {info['train_seconds']} s, {info['train_tokens_per_second']} tokens/s, peak RSS {info['peak_rss_mib']} MiB. Run directory: {run_dir}"
+        f"Training: {info['train_seconds']} s, {info['train_tokens_per_second']} tokens/s, peak RSS "
+        f"{info['peak_rss_mib']} MiB. Run directory: {run_dir}"
     )
     return run_dir
 
@@ -114,16 +119,29 @@ def compare_demo(runs: list[Path], workdir: Path, console: Console) -> None:
     # On the dev documents the runs were scored on, whose saved predictions are reused rather than
     # predicted again.
     dev = open_run(runs[0]).recipe.data
-    summary = compare(runs, dev.dev, workdir / "compare", bootstrap=SCORING.bootstrap, max_docs=dev.max_dev_docs, reuse=True)
-    keep = ["span_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall", "jaccard_recall", "span_precision", "hallucination_rate"]
+    summary = compare(
+        runs, dev.dev, workdir / "compare", bootstrap=SCORING.bootstrap, max_docs=dev.max_dev_docs, reuse=True
+    )
+    keep = [
+        "span_recall",
+        "boundary_start_recall",
+        "boundary_end_recall",
+        "boundary_both_recall",
+        "jaccard_recall",
+        "span_precision",
+        "hallucination_rate",
+    ]
     table = terminal_table(summary, list(SCORING.boundary_tolerance), keep)
     console.print(table)
     for pair, metrics in summary["paired_bootstrap"].items():
         v = metrics["boundary_both_recall"]
         console.print(
-            f"{pair}: boundary recall (both) difference {v['difference']:+.3f}, 95% CI {v['ci95'][0]:+.3f} to {v['ci95'][1]:+.3f}, p = {v['p_value']:.3f}"
+            f"{pair}: boundary recall (both) difference {v['difference']:+.3f}, 95% CI {v['ci95'][0]:+.3f} to "
+            f"{v['ci95'][1]:+.3f}, p = {v['p_value']:.3f}"
         )
-    console.print(f"Written: {workdir / 'compare'}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")
+    console.print(
+        f"Written: {workdir / 'compare'}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png"
+    )
 
 
 DEMO_REQUEST = (
@@ -142,7 +160,11 @@ def serve_demo(run: Path, workdir: Path, console: Console) -> None:
     artifact = workdir / "artifacts" / run.name
     manifest = export_run(run, artifact, overwrite=True)
     p = manifest["parity"]
-    measured = ", ".join(f"{name} {p[name]['span_f1']:.3f} ({f['docs_per_second']} docs/s)" for name, f in manifest["paths"].items() if "skipped" not in f)
+    measured = ", ".join(
+        f"{name} {p[name]['span_f1']:.3f} ({f['docs_per_second']} docs/s)"
+        for name, f in manifest["paths"].items()
+        if "skipped" not in f
+    )
     console.print(f"Span F1 on {p['documents']} dev documents: PyTorch fp32 {p['pytorch_span_f1']:.3f}; {measured}")
     console.print(f"Exported {artifact}: {manifest['path']}")
     if manifest["conditions"]["warning"]:
@@ -175,12 +197,27 @@ def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None
         result = run_check(list(paths), tokenizer=tokenizer)
         render_check(result, console, max_problems=20)
         status |= result.exit_code()
-    table = Table("sample", "format", "spans", "kept", "not representable\n(reported)", "lost\nunreported", title="Round trips: JSONL -> format -> JSONL")
+    table = Table(
+        "sample",
+        "format",
+        "spans",
+        "kept",
+        "not representable\n(reported)",
+        "lost\nunreported",
+        title="Round trips: JSONL -> format -> JSONL",
+    )
     for domain, paths in SAMPLE_FILES.items():
         records, _ = run_import("jsonl", [paths[0]], None)
         for fmt in EXPORT_FORMATS:
             r = round_trip(records, fmt, workdir / domain)
-            table.add_row(domain, fmt, str(r["spans"]), str(r["kept"]), str(r["reported_not_representable"]), str(r["unreported_loss"]))
+            table.add_row(
+                domain,
+                fmt,
+                str(r["spans"]),
+                str(r["kept"]),
+                str(r["reported_not_representable"]),
+                str(r["unreported_loss"]),
+            )
             if r["unreported_loss"]:
                 status = 1
     console.print(table)
@@ -195,7 +232,12 @@ def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None
     serve_demo(runs[0], workdir, console)
     lap("export and serve")
     console.print(f"Outputs under {workdir}")
-    console.print(f"Demo finished in {sum(stages.values()):.0f} s: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in stages.items()))
+    console.print(
+        f"Demo finished in {sum(stages.values()):.0f} s: "
+        + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in stages.items())
+    )
     if conditions["warning"]:
-        console.print("[yellow]These times were measured while other processes used the cores (warning at the start).[/yellow]")
+        console.print(
+            "[yellow]These times were measured while other processes used the cores (warning at the start).[/yellow]"
+        )
     return status

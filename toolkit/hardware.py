@@ -31,7 +31,12 @@ def describe() -> dict:
     path = Path("/proc/cpuinfo")
     model, flags = cpu_flags(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else ("unknown", [])
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": model, "cpu_flags": flags, "bf16": bool({"avx512_bf16", "amx_bf16"} & set(flags)) or bool(cuda), "cuda": cuda}
+    return {
+        "cpu": model,
+        "cpu_flags": flags,
+        "bf16": bool({"avx512_bf16", "amx_bf16"} & set(flags)) or bool(cuda),
+        "cuda": cuda,
+    }
 
 
 def bf16_supported(device: str = "cpu") -> bool:
@@ -97,14 +102,24 @@ def measure_conditions(seconds: float = 0.5) -> dict:
     if others >= BUSY_CORE_SHARE:
         warning = (
             f"other processes kept {others:.1f} of {cores} cores busy (load average {load[0] if load else '?'}): "
-            f"timings are not this machine's idle figures (threads capped at the {free} free core(s)); run benchmarks alone (docs/benchmarks.md)"
+            f"timings are not this machine's idle figures (threads capped at the {free} free core(s)); run benchmarks "
+            f"alone (docs/benchmarks.md)"
         )
-    return {"cores": cores, "load_average": load, "others_busy_cores": round(others, 2), "free_cores": free, "warning": warning}
+    return {
+        "cores": cores,
+        "load_average": load,
+        "others_busy_cores": round(others, 2),
+        "free_cores": free,
+        "warning": warning,
+    }
 
 
 def describe_conditions(conditions: dict) -> str:
     """One line for a benchmark's output."""
-    line = f"conditions: {conditions['cores']} cores, load average {conditions['load_average']}, others busy {conditions['others_busy_cores']} cores"
+    line = (
+        f"conditions: {conditions['cores']} cores, load average {conditions['load_average']}, others busy "
+        f"{conditions['others_busy_cores']} cores"
+    )
     return line + (f"\nWARNING: {conditions['warning']}" if conditions["warning"] else "")
 
 
@@ -139,6 +154,9 @@ def benchmark_header() -> dict:
     output; returns both for its results file."""
     machine = describe()
     conditions = measure_conditions()
-    print(f"CPU: {machine['cpu']}; flags: {' '.join(machine['cpu_flags']) or 'no AVX2'}; cuda: {machine['cuda']}", flush=True)
+    print(
+        f"CPU: {machine['cpu']}; flags: {' '.join(machine['cpu_flags']) or 'no AVX2'}; cuda: {machine['cuda']}",
+        flush=True,
+    )
     print(describe_conditions(conditions), flush=True)
     return {**machine, "conditions": conditions}

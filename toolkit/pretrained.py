@@ -92,7 +92,10 @@ def load_tokenizer(name_or_path: str):
     except (OSError, ValueError) as exc:
         raise ToolkitError(
             f"cannot load tokenizer {name_or_path!r}: {exc}".splitlines()[0],
-            fix="pass a local model directory or a hub id reachable from this machine (--tokenizer), or --no-tokenizer to skip token statistics.",
+            fix=(
+                "pass a local model directory or a hub id reachable from this machine (--tokenizer), or --no-tokenizer "
+                "to skip token statistics."
+            ),
         ) from None
     if not getattr(tokenizer, "is_fast", False):
         raise ToolkitError(

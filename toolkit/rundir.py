@@ -55,7 +55,17 @@ ARTIFACT_FORMAT = 1
 # --- the typed files: toolkit.json and metrics.json ---------------------------------------------
 
 # Keys a span_generation model saved at the top level of toolkit.json before they were nested under "generation".
-_FLAT_GENERATION_KEYS = ("target", "anchor_words", "min_overlap", "max_new_tokens", "batch_size", "constrained", "precision", "min_similarity", "chat_template")
+_FLAT_GENERATION_KEYS = (
+    "target",
+    "anchor_words",
+    "min_overlap",
+    "max_new_tokens",
+    "batch_size",
+    "constrained",
+    "precision",
+    "min_similarity",
+    "chat_template",
+)
 
 
 class ExportInfo(BaseModel):
@@ -104,7 +114,9 @@ class ModelMeta(BaseModel):
 
 
 def write_meta(directory: Path, meta: ModelMeta) -> None:
-    (Path(directory) / META_FILE).write_text(json.dumps(meta.model_dump(mode="json", exclude_none=True), indent=2), encoding="utf-8")
+    (Path(directory) / META_FILE).write_text(
+        json.dumps(meta.model_dump(mode="json", exclude_none=True), indent=2), encoding="utf-8"
+    )
 
 
 class Metrics(BaseModel):
@@ -130,7 +142,9 @@ class Metrics(BaseModel):
 
 def write_metrics_file(directory: Path, metrics: Metrics) -> None:
     """metrics.json in the order of its sections, without the sections a task does not produce."""
-    (Path(directory) / METRICS_FILE).write_text(json.dumps(metrics.model_dump(exclude_unset=True), indent=2), encoding="utf-8")
+    (Path(directory) / METRICS_FILE).write_text(
+        json.dumps(metrics.model_dump(exclude_unset=True), indent=2), encoding="utf-8"
+    )
 
 
 def read_metrics(directory: Path) -> Metrics | None:
@@ -142,7 +156,8 @@ def read_metrics(directory: Path) -> Metrics | None:
         return Metrics.model_validate_json(path.read_text(encoding="utf-8"))
     except ValidationError as exc:
         raise ToolkitError(
-            f"{path}: not a metrics file of this toolkit ({exc.error_count()} problem(s): {exc.errors()[0]['msg']})", fix="re-run or re-score the run"
+            f"{path}: not a metrics file of this toolkit ({exc.error_count()} problem(s): {exc.errors()[0]['msg']})",
+            fix="re-run or re-score the run",
         ) from None
 
 
@@ -157,7 +172,9 @@ def prepare_run_dir(run_dir: Path, overwrite: bool) -> None:
     """A finished run is never overwritten by accident; an unfinished one resumes from its checkpoints."""
     if (run_dir / METRICS_FILE).is_file():
         if not overwrite:
-            raise ToolkitError(f"{run_dir} holds a finished run", fix="pass --overwrite, or choose another name: name=NEW_NAME")
+            raise ToolkitError(
+                f"{run_dir} holds a finished run", fix="pass --overwrite, or choose another name: name=NEW_NAME"
+            )
         shutil.rmtree(run_dir)
 
 
@@ -210,7 +227,11 @@ def model_dir_of(path: Path) -> Path:
     if (path / META_FILE).is_file():
         return path
     raise ToolkitError(
-        f"{path}: no trained model here", fix="pass a run directory made by `toolkit run` (it holds model/toolkit.json) or an artifact made by `toolkit export`"
+        f"{path}: no trained model here",
+        fix=(
+            "pass a run directory made by `toolkit run` (it holds model/toolkit.json) or an artifact made by `toolkit "
+            "export`"
+        ),
     )
 
 
@@ -218,14 +239,18 @@ def load_meta(directory: Path) -> ModelMeta:
     path = Path(directory) / META_FILE
     if not path.is_file():
         raise ToolkitError(
-            f"{directory}: not a toolkit model directory (no {META_FILE})", fix="pass a run directory made by `toolkit run`, or its model/ folder"
+            f"{directory}: not a toolkit model directory (no {META_FILE})",
+            fix="pass a run directory made by `toolkit run`, or its model/ folder",
         )
     try:
         return ModelMeta.model_validate_json(path.read_text(encoding="utf-8"))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ToolkitError(f"{path}: {where}: {first['msg']}", fix="this file is written by `toolkit run`/`export`: re-run, or restore it") from None
+        raise ToolkitError(
+            f"{path}: {where}: {first['msg']}",
+            fix="this file is written by `toolkit run`/`export`: re-run, or restore it",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -258,7 +283,11 @@ class Run:
     @property
     def jaccard_threshold(self) -> float:
         """The word-Jaccard threshold the run was scored with (its eval.jaccard_threshold)."""
-        return self.recipe.eval.jaccard_threshold if isinstance(self.recipe, ExtractionRecipe) else SCORING.jaccard_threshold
+        return (
+            self.recipe.eval.jaccard_threshold
+            if isinstance(self.recipe, ExtractionRecipe)
+            else SCORING.jaccard_threshold
+        )
 
     @property
     def is_artifact(self) -> bool:
@@ -306,7 +335,9 @@ def saved_predictions(run: Run) -> tuple[dict[str, list[dict]], dict[str, list[s
     return spans, hallucinated, (metrics.run or {}) if metrics else {}
 
 
-def records_for(run: Run, data: str, max_docs: int | None = None, labels: list[str] | None = None, other: Counter | None = None) -> list[SpanRecord]:
+def records_for(
+    run: Run, data: str, max_docs: int | None = None, labels: list[str] | None = None, other: Counter | None = None
+) -> list[SpanRecord]:
     """Documents of `data` as the run sees them: its label map applied, only its labels (or `labels`)
     kept; spans of other labels are counted in `other`."""
     records = load_records(data, max_docs)
@@ -351,9 +382,14 @@ def verify_artifact(directory: Path) -> dict:
     for name, entry in manifest["files"].items():
         f = directory / name
         if not f.is_file():
-            raise ToolkitError(f"{directory}: {name} listed in {MANIFEST} is missing", fix="re-export the run with `toolkit export`")
+            raise ToolkitError(
+                f"{directory}: {name} listed in {MANIFEST} is missing", fix="re-export the run with `toolkit export`"
+            )
         if sha256_of(f) != entry["sha256"]:
-            raise ToolkitError(f"{directory}: {name} does not match its sha256 in {MANIFEST}", fix="re-export the run; artifacts must not be edited")
+            raise ToolkitError(
+                f"{directory}: {name} does not match its sha256 in {MANIFEST}",
+                fix="re-export the run; artifacts must not be edited",
+            )
     return manifest
 
 
@@ -366,5 +402,7 @@ def read_curve(run_dir: Path) -> list[dict]:
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             point = json.loads(line)
-            points[(point.get("stage"), point["step"])] = point  # a resumed run scores a checkpoint again: keep the last
+            points[(point.get("stage"), point["step"])] = (
+                point  # a resumed run scores a checkpoint again: keep the last
+            )
     return sorted(points.values(), key=lambda p: p["train_seconds"])

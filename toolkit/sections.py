@@ -26,13 +26,20 @@ class DataConfig(Strict):
         description="Span JSONL for training (path, or sample:NAME for the embedded sample); pretrain_*: any text "
         "source (.txt file, directory of .txt, JSONL with a `text` field)."
     )
-    dev: str = Field(description="Span JSONL for the dev metric and early stopping (pretrain_*: held-out text). Never the test split.")
+    dev: str = Field(
+        description="Span JSONL for the dev metric and early stopping (pretrain_*: held-out text). "
+        "Never the test split."
+    )
     label_map: dict[str, str] | None = Field(
-        default=None, description="Rename labels on load (OLD: NEW), e.g. NCBI's four classes to Disease; applied to train and dev."
+        default=None,
+        description="Rename labels on load (OLD: NEW), e.g. NCBI's four classes to Disease; applied to train and dev.",
     )
     labels: list[str] | None = Field(
         default=None,
-        description="Labels to learn (after label_map); spans of other labels are left out (counted) and not scored. Default: every label in train.",
+        description=(
+            "Labels to learn (after label_map); spans of other labels are left out (counted) and not scored. Default: "
+            "every label in train."
+        ),
     )
     max_train_docs: int | None = Field(default=None, ge=1)
     max_dev_docs: int | None = Field(default=None, ge=1)
@@ -44,20 +51,30 @@ class ExtraCorpus(Strict):
     path: str = Field(description="Span JSONL (path or sample:NAME).")
     label_map: dict[str, str] | None = Field(
         default=None,
-        description='Rename its labels to the target\'s (OLD: NEW; NEW "" drops the label, e.g. {Chemical: ""}). data.label_map is not applied to it.',
+        description='Rename its labels to the target\'s (OLD: NEW; NEW "" drops the label, e.g. {Chemical: ""}). '
+        "data.label_map is not applied to it.",
     )
     weight: float = Field(
         default=1.0,
         gt=0,
-        description="Its documents per epoch as a share of its size: 0.5 = half of them (drawn once with the seed), 2 = each twice.",
+        description=(
+            "Its documents per epoch as a share of its size: 0.5 = half of them (drawn once with the seed), 2 = each "
+            "twice."
+        ),
     )
 
 
 class MultiCorpusDataConfig(DataConfig):
     """token_classification: data.train plus more training corpora."""
 
-    train_weight: float = Field(default=1.0, gt=0, description="data.train's documents per epoch as a share of its size (see extra_train[].weight).")
-    extra_train: list[ExtraCorpus] = Field(default_factory=list, description="More training corpora, each with its own label map and sampling weight.")
+    train_weight: float = Field(
+        default=1.0,
+        gt=0,
+        description="data.train's documents per epoch as a share of its size (see extra_train[].weight).",
+    )
+    extra_train: list[ExtraCorpus] = Field(
+        default_factory=list, description="More training corpora, each with its own label map and sampling weight."
+    )
 
 
 # --- model -----------------------------------------------------------------------------------------
@@ -66,10 +83,16 @@ class MultiCorpusDataConfig(DataConfig):
 class DropoutConfig(Strict):
     """None keeps the pretrained model's value."""
 
-    hidden: float | None = Field(default=None, ge=0, lt=1, description="Residual/hidden dropout (BERT hidden_dropout_prob).")
+    hidden: float | None = Field(
+        default=None, ge=0, lt=1, description="Residual/hidden dropout (BERT hidden_dropout_prob)."
+    )
     attention: float | None = Field(default=None, ge=0, lt=1, description="Attention-probability dropout.")
-    classifier: float | None = Field(default=None, ge=0, lt=1, description="Dropout before the token-classification head.")
-    embedding: float = Field(default=0.0, ge=0, lt=1, description="Extra dropout on the token-embedding output, separate from the others.")
+    classifier: float | None = Field(
+        default=None, ge=0, lt=1, description="Dropout before the token-classification head."
+    )
+    embedding: float = Field(
+        default=0.0, ge=0, lt=1, description="Extra dropout on the token-embedding output, separate from the others."
+    )
 
 
 class LoraConfigModel(Strict):
@@ -77,7 +100,9 @@ class LoraConfigModel(Strict):
     r: int = Field(default=8, ge=1)
     alpha: int = Field(default=16, ge=1)
     dropout: float = Field(default=0.1, ge=0, lt=1)
-    target_modules: list[str] | None = Field(default=None, description="Module names to adapt; None lets peft choose for the architecture.")
+    target_modules: list[str] | None = Field(
+        default=None, description="Module names to adapt; None lets peft choose for the architecture."
+    )
     top_layers: int | None = Field(
         default=None,
         ge=1,
@@ -91,12 +116,18 @@ class PretrainedModelConfig(Strict):
 
     name: str = Field(
         default="default",
-        description="Hub id or local path; 'default' is the offline MiniLM encoder (encoder tasks) or SmolLM2-135M-Instruct (decoder tasks).",
+        description=(
+            "Hub id or local path; 'default' is the offline MiniLM encoder (encoder tasks) or SmolLM2-135M-Instruct "
+            "(decoder tasks)."
+        ),
     )
     max_length: int = Field(
         default=256,
         ge=16,
-        description="Tokens per window (encoders: special tokens included; span_generation: the window's text, the prompt comes on top).",
+        description=(
+            "Tokens per window (encoders: special tokens included; span_generation: the window's text, the prompt "
+            "comes on top)."
+        ),
     )
     stride: int = Field(default=64, ge=0, description="Tokens shared by consecutive windows.")
     dropout: DropoutConfig = Field(default_factory=DropoutConfig)
@@ -104,13 +135,18 @@ class PretrainedModelConfig(Strict):
     @model_validator(mode="after")
     def _not_the_baseline(self) -> PretrainedModelConfig:
         if self.name == "linear":
-            raise ValueError("model.name linear is no longer the bag-of-words baseline: set model.kind=linear (or pass --linear-baseline to toolkit run)")
+            raise ValueError(
+                "model.name linear is no longer the bag-of-words baseline: set model.kind=linear (or pass "
+                "--linear-baseline to toolkit run)"
+            )
         return self
 
     @model_validator(mode="after")
     def _stride_fits(self) -> PretrainedModelConfig:
         if self.stride >= self.max_length // 2:
-            raise ValueError(f"stride {self.stride} must be under half of max_length {self.max_length}: lower model.stride")
+            raise ValueError(
+                f"stride {self.stride} must be under half of max_length {self.max_length}: lower model.stride"
+            )
         return self
 
 
@@ -123,11 +159,17 @@ class ModelConfig(PretrainedModelConfig):
 class TaggerModelConfig(ModelConfig):
     """token_classification: how words are tagged and tags become spans."""
 
-    label_all_subtokens: bool = Field(default=False, description="Train on every sub-token (True) or the first of each word only.")
-    multi_label: bool = Field(default=False, description="An independent O/B/I layer per label, so spans of different labels may overlap (CUAD).")
+    label_all_subtokens: bool = Field(
+        default=False, description="Train on every sub-token (True) or the first of each word only."
+    )
+    multi_label: bool = Field(
+        default=False,
+        description="An independent O/B/I layer per label, so spans of different labels may overlap (CUAD).",
+    )
     decoding: Literal["argmax", "viterbi"] = Field(
         default="argmax",
-        description="Tags -> spans: argmax per word (orphan I- tags repaired), or viterbi: the most probable valid IOB2 "
+        description="Tags -> spans: argmax per word (orphan I- tags repaired), or viterbi: the most probable valid "
+        "IOB2 "
         "sequence (no fragments from one doubtful word). Saved with the model; eval and serving use it.",
     )
 
@@ -135,7 +177,9 @@ class TaggerModelConfig(ModelConfig):
 class DecoderModelConfig(ModelConfig):
     """span_generation: a causal LM."""
 
-    quantization: Literal["none", "4bit"] = Field(default="none", description="4bit: QLoRA (needs model.lora.enabled, a CUDA device and bitsandbytes).")
+    quantization: Literal["none", "4bit"] = Field(
+        default="none", description="4bit: QLoRA (needs model.lora.enabled, a CUDA device and bitsandbytes)."
+    )
 
     @model_validator(mode="after")
     def _qlora_needs_lora(self) -> DecoderModelConfig:
@@ -160,7 +204,9 @@ class LinearModelConfig(Strict):
 
 class WindowsConfig(Strict):
     negative_ratio: float | None = Field(
-        default=None, ge=0, description="Keep this many windows without spans per window with spans (training only). None keeps all."
+        default=None,
+        ge=0,
+        description="Keep this many windows without spans per window with spans (training only). None keeps all.",
     )
 
 
@@ -173,7 +219,9 @@ class TrainConfig(Strict):
     gradient_accumulation: int = Field(default=1, ge=1)
     warmup_ratio: float = Field(default=0.1, ge=0, lt=1)
     weight_decay: float = Field(default=0.01, ge=0)
-    early_stopping_patience: int | None = Field(default=None, ge=1, description="Evaluations without dev improvement before stopping.")
+    early_stopping_patience: int | None = Field(
+        default=None, ge=1, description="Evaluations without dev improvement before stopping."
+    )
     eval_every: Literal["epoch"] | int = Field(default="epoch", description="'epoch' or a number of steps.")
     logging_steps: int = Field(default=10, ge=1)
     save_total_limit: int = Field(default=2, ge=1)
@@ -181,11 +229,15 @@ class TrainConfig(Strict):
     max_seconds: float | None = Field(
         default=None,
         gt=0,
-        description="Stop after this many seconds of training steps (evaluations excluded): a wall-clock budget to match between runs.",
+        description=(
+            "Stop after this many seconds of training steps (evaluations excluded): a wall-clock budget to match "
+            "between runs."
+        ),
     )
     precision: Literal["auto", "prefer_bf16", "fp32", "bf16", "fp16"] = Field(
         default="auto",
-        description="auto: bf16 on CUDA devices that support it, else fp32; prefer_bf16: also bf16 on CPUs with bf16 units "
+        description="auto: bf16 on CUDA devices that support it, else fp32; prefer_bf16: also bf16 on CPUs with bf16 "
+        "units "
         "(avx512_bf16, amx_bf16), fp32 elsewhere; bf16: bf16 or an error.",
     )
 
@@ -193,20 +245,28 @@ class TrainConfig(Strict):
 class TaggerTrainConfig(TrainConfig):
     """token_classification: loss weights, per-layer learning rates and checkpoint averaging."""
 
-    class_weights: Literal["none", "balanced"] | dict[str, float] = Field(default="none", description="Loss weights for rare labels.")
+    class_weights: Literal["none", "balanced"] | dict[str, float] = Field(
+        default="none", description="Loss weights for rare labels."
+    )
     layer_lr_decay: float | None = Field(
         default=None,
         gt=0,
         le=1,
-        description="Layer-wise learning-rate decay: layer l of L trains at learning_rate x decay^(L - l), the embeddings at decay^L (e.g. 0.9).",
+        description=(
+            "Layer-wise learning-rate decay: layer l of L trains at learning_rate x decay^(L - l), the embeddings at "
+            "decay^L (e.g. 0.9)."
+        ),
     )
     head_learning_rate: float | None = Field(
-        default=None, gt=0, description="A separate learning rate for the freshly initialised classification head (e.g. 1e-3)."
+        default=None,
+        gt=0,
+        description="A separate learning rate for the freshly initialised classification head (e.g. 1e-3).",
     )
     average_checkpoints: int | None = Field(
         default=None,
         ge=2,
-        description="Average the weights of the last k checkpoints (by step) and save that model instead of the best one "
+        description="Average the weights of the last k checkpoints (by step) and save that model instead of the best "
+        "one "
         "(needs save_total_limit >= k and full-model checkpoints: not with LoRA).",
     )
 
@@ -214,7 +274,9 @@ class TaggerTrainConfig(TrainConfig):
     def _enough_checkpoints(self) -> TaggerTrainConfig:
         if self.average_checkpoints and self.save_total_limit < self.average_checkpoints:
             k = self.average_checkpoints
-            raise ValueError(f"train.average_checkpoints={k} needs that many checkpoints kept: set train.save_total_limit >= {k}")
+            raise ValueError(
+                f"train.average_checkpoints={k} needs that many checkpoints kept: set train.save_total_limit >= {k}"
+            )
         return self
 
 
@@ -225,23 +287,51 @@ class HardNegativesConfig(Strict):
     """After training, score clause-free training windows that `windows.negative_ratio` left out, add those
     where the model fires, and train on, so the model learns from the text it confuses with clauses."""
 
-    pool: int = Field(default=4000, ge=1, description="Left-out clause-free windows sampled and scored (about one dev evaluation per 4,000).")
-    min_score: float = Field(default=0.5, gt=0, lt=1, description="A window is a hard negative when one of its segments scores at least this for a label.")
-    max_windows: int | None = Field(default=None, ge=1, description="Keep at most this many, highest scores first (default: as many as negative_ratio kept).")
-    epochs: float = Field(default=1.0, gt=0, description="Epochs of continued training on the clause windows, the sampled negatives and the mined ones.")
+    pool: int = Field(
+        default=4000,
+        ge=1,
+        description="Left-out clause-free windows sampled and scored (about one dev evaluation per 4,000).",
+    )
+    min_score: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="A window is a hard negative when one of its segments scores at least this for a label.",
+    )
+    max_windows: int | None = Field(
+        default=None,
+        ge=1,
+        description="Keep at most this many, highest scores first (default: as many as negative_ratio kept).",
+    )
+    epochs: float = Field(
+        default=1.0,
+        gt=0,
+        description="Epochs of continued training on the clause windows, the sampled negatives and the mined ones.",
+    )
     choose: Literal["hardest", "random"] = Field(
         default="hardest",
-        description="random: as many left-out windows as would be mined, drawn at random (the control that tells mining from more data).",
+        description=(
+            "random: as many left-out windows as would be mined, drawn at random (the control that tells mining from "
+            "more data)."
+        ),
     )
 
 
 class SegmentDecisionConfig(Strict):
     """How segments are labeled for training and decided at inference (every segment model)."""
 
-    min_overlap: float = Field(default=0.5, gt=0, le=1, description="A segment is positive for a label when this share of its characters lies in a span of it.")
+    min_overlap: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="A segment is positive for a label when this share of its characters lies in a span of it.",
+    )
     thresholds: Literal["tuned", "fixed"] = Field(
         default="tuned",
-        description=f"tuned: per-label thresholds chosen on dev and saved with the model; fixed: {SCORING.decision_threshold} for every label.",
+        description=(
+            f"tuned: per-label thresholds chosen on dev and saved with the model; fixed: {SCORING.decision_threshold} "
+            f"for every label."
+        ),
     )
 
 
@@ -252,7 +342,9 @@ class SegmentsConfig(SegmentDecisionConfig):
         default="balanced", description="balanced: positives weighted by negatives/positives per label (capped at 100)."
     )
     focal_gamma: float = Field(default=0.0, ge=0, description="Focal loss exponent (0: plain binary cross-entropy).")
-    hard_negatives: HardNegativesConfig | None = Field(default=None, description="Hard-negative mining after training (off when absent).")
+    hard_negatives: HardNegativesConfig | None = Field(
+        default=None, description="Hard-negative mining after training (off when absent)."
+    )
 
 
 # --- span_generation -------------------------------------------------------------------------------
@@ -262,10 +354,15 @@ class SelectorConfig(Strict):
     """span_generation: which windows the decoder reads (toolkit/infer/selector.py)."""
 
     kind: Literal["none", "linear"] = Field(
-        default="none", description="linear: TF-IDF + logistic regression over window text, fitted on the training windows."
+        default="none",
+        description="linear: TF-IDF + logistic regression over window text, fitted on the training windows.",
     )
     recall: float = Field(
-        default=0.95, gt=0, le=1, description="Share of training windows with spans the selector keeps (3-fold cross-validation sets its threshold)."
+        default=0.95,
+        gt=0,
+        le=1,
+        description="Share of training windows with spans the selector keeps (3-fold cross-validation sets its "
+        "threshold).",
     )
 
 
@@ -277,18 +374,35 @@ class GenerationConfig(Strict):
         description="text: each span copied verbatim; anchors: its first and last words; segments: the numbers of the "
         "window's segments it covers (toolkit/infer/completions.py).",
     )
-    anchor_words: int = Field(default=4, ge=1, description="anchors: words at each end of a span (shorter spans are written whole).")
-    min_overlap: float = Field(default=0.5, gt=0, le=1, description="segments: a segment belongs to a span when this share of its characters lies in it.")
+    anchor_words: int = Field(
+        default=4, ge=1, description="anchors: words at each end of a span (shorter spans are written whole)."
+    )
+    min_overlap: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="segments: a segment belongs to a span when this share of its characters lies in it.",
+    )
     selector: SelectorConfig = Field(default_factory=SelectorConfig)
     max_new_tokens: int = Field(default=128, ge=1, description="Generation budget per window.")
     batch_size: int = Field(default=8, ge=1, description="Windows generated together (left-padded).")
-    constrained: bool = Field(default=False, description="Constrained decoding: a completion can only name text (or segments) its window holds.")
+    constrained: bool = Field(
+        default=False,
+        description="Constrained decoding: a completion can only name text (or segments) its window holds.",
+    )
     precision: Literal["fp32", "prefer_bf16"] = Field(
         default="fp32",
-        description="Inference: prefer_bf16 generates under bf16 autocast on machines with bf16 units (CUDA, avx512_bf16, amx_bf16), fp32 elsewhere.",
+        description=(
+            "Inference: prefer_bf16 generates under bf16 autocast on machines with bf16 units (CUDA, avx512_bf16, "
+            "amx_bf16), fp32 elsewhere."
+        ),
     )
-    min_similarity: float = Field(default=90.0, ge=0, le=100, description="Fuzzy offset recovery threshold (rapidfuzz partial ratio, 0-100).")
-    chat_template: bool = Field(default=False, description="Wrap prompt and target in the tokenizer's chat template (instruction-tuned models).")
+    min_similarity: float = Field(
+        default=90.0, ge=0, le=100, description="Fuzzy offset recovery threshold (rapidfuzz partial ratio, 0-100)."
+    )
+    chat_template: bool = Field(
+        default=False, description="Wrap prompt and target in the tokenizer's chat template (instruction-tuned models)."
+    )
 
 
 # --- pretraining -----------------------------------------------------------------------------------
@@ -298,7 +412,9 @@ class PretrainConfig(Strict):
     """pretrain_mlm / pretrain_clm: domain-adaptive pre-training on unlabeled text."""
 
     packing: bool = Field(
-        default=True, description="Concatenate documents and cut blocks of model.max_length tokens (no padding); False: one window per block."
+        default=True,
+        description="Concatenate documents and cut blocks of model.max_length tokens (no padding); False: one window "
+        "per block.",
     )
     eval_blocks: int = Field(default=256, ge=1, description="Held-out blocks scored before and after (same blocks).")
 
@@ -306,17 +422,26 @@ class PretrainConfig(Strict):
 class MaskingConfig(PretrainConfig):
     """pretrain_mlm: which tokens are masked (BERT: 15% selected; of those 80% [MASK], 10% random, 10% kept)."""
 
-    mlm_probability: float = Field(default=0.15, gt=0, lt=1, description="Share of tokens selected for prediction (BERT: 0.15).")
-    mask_replace_prob: float = Field(default=0.8, ge=0, le=1, description="Of the selected tokens, the share replaced by [MASK] (BERT: 0.8).")
+    mlm_probability: float = Field(
+        default=0.15, gt=0, lt=1, description="Share of tokens selected for prediction (BERT: 0.15)."
+    )
+    mask_replace_prob: float = Field(
+        default=0.8, ge=0, le=1, description="Of the selected tokens, the share replaced by [MASK] (BERT: 0.8)."
+    )
     random_replace_prob: float = Field(
-        default=0.1, ge=0, le=1, description="Of the selected tokens, the share replaced by a random token (BERT: 0.1); the rest stay unchanged."
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Of the selected tokens, the share replaced by a random token (BERT: 0.1); the rest stay "
+        "unchanged.",
     )
     whole_word_mask: bool = Field(default=False, description="Select whole words (every sub-token of a word together).")
     eval_mlm_probability: float | None = Field(
         default=None,
         gt=0,
         lt=1,
-        description="Selection rate of the held-out masks (default: mlm_probability). Fix it (e.g. 0.15) to compare runs "
+        description="Selection rate of the held-out masks (default: mlm_probability). Fix it (e.g. 0.15) to compare "
+        "runs "
         "trained at different rates on the same masks.",
     )
 
@@ -326,7 +451,10 @@ class MaskingConfig(PretrainConfig):
             raise ValueError("mask_replace_prob + random_replace_prob must not exceed 1 (the rest stay unchanged)")
         if self.whole_word_mask and (self.mask_replace_prob != 1 or self.random_replace_prob != 0):
             # transformers' whole-word masking replaces selected words by [MASK] only.
-            raise ValueError("whole_word_mask supports [MASK] replacement only: set pretrain.mask_replace_prob=1 and pretrain.random_replace_prob=0")
+            raise ValueError(
+                "whole_word_mask supports [MASK] replacement only: set pretrain.mask_replace_prob=1 and "
+                "pretrain.random_replace_prob=0"
+            )
         return self
 
 
@@ -334,18 +462,24 @@ class MaskingConfig(PretrainConfig):
 
 
 class EvalConfig(Strict):
-    boundary_tolerance: list[int] = Field(default=list(SCORING.boundary_tolerance), description="k for boundary recall within +/-k tokens.")
-    bootstrap: int = Field(default=SCORING.bootstrap, ge=0, description="Bootstrap resamples over documents for 95% CIs (0: none).")
+    boundary_tolerance: list[int] = Field(
+        default=list(SCORING.boundary_tolerance), description="k for boundary recall within +/-k tokens."
+    )
+    bootstrap: int = Field(
+        default=SCORING.bootstrap, ge=0, description="Bootstrap resamples over documents for 95% CIs (0: none)."
+    )
     jaccard_threshold: float = Field(
         default=SCORING.jaccard_threshold,
         gt=0,
         le=1,
-        description="Word Jaccard at which a predicted span matches a gold one (Jaccard F1, ranking metrics, tuned thresholds).",
+        description="Word Jaccard at which a predicted span matches a gold one (Jaccard F1, ranking metrics, tuned "
+        "thresholds).",
     )
     curve_docs: int | None = Field(
         default=None,
         ge=1,
-        description="At every checkpoint, predict the first N dev documents with the task's own predictor and log recall "
+        description="At every checkpoint, predict the first N dev documents with the task's own predictor and log "
+        "recall "
         "against training seconds (curve.jsonl; `toolkit compare --curves`).",
     )
 
@@ -358,7 +492,9 @@ class FloatRange(Strict):
 
 class SweepConfig(Strict):
     method: Literal["grid", "optuna"] = "grid"
-    params: dict[str, list[Any] | FloatRange] = Field(description="Dotted config key -> values (grid, optuna) or {low, high, log} (optuna).")
+    params: dict[str, list[Any] | FloatRange] = Field(
+        description="Dotted config key -> values (grid, optuna) or {low, high, log} (optuna)."
+    )
     n_trials: int | None = Field(default=None, ge=1, description="Optuna trials (required for method: optuna).")
     metric: str = Field(default="span_f1", description="Dev metric to maximise (a key of metrics.json 'summary').")
 

@@ -1,1 +1,2 @@
-"""Data: the span record, validation and `toolkit check`, importers and exporters, unlabeled corpora, the embedded sample."""
+"""Data: the span record, validation and `toolkit check`, importers and exporters, unlabeled corpora, the embedded "
+"sample."""

@@ -102,7 +102,9 @@ def render_check(result: CheckResult, console: Console, max_problems: int = 100)
         labels.add_row(lb, str(n))
     console.print(labels)
     if r["rare_labels"]:
-        console.print(f"[yellow]Labels with fewer than {RARE_LABEL_COUNT} spans (hard to learn): {', '.join(r['rare_labels'])}")
+        console.print(
+            f"[yellow]Labels with fewer than {RARE_LABEL_COUNT} spans (hard to learn): {', '.join(r['rare_labels'])}"
+        )
 
     dists = Table("length", "count", "min", "median", "p90", "p99", "max", title="Length distributions")
     dists.add_row(*_dist_row("document (chars)", r["doc_chars"]))
@@ -120,21 +122,34 @@ def render_check(result: CheckResult, console: Console, max_problems: int = 100)
         )
         if r["spans_misaligned_with_tokens"]:
             console.print(
-                f"[yellow]Spans whose edges fall inside a token: {r['spans_misaligned_with_tokens']} (token tags cannot reproduce their exact offsets)"
+                f"[yellow]Spans whose edges fall inside a token: {r['spans_misaligned_with_tokens']} (token tags "
+                f"cannot reproduce their exact offsets)"
             )
     ov = r["overlaps"]
     console.print(
-        f"Overlaps: {ov['spans_overlapping']} spans overlap another; pairs: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in ov["pairs"].items())
+        f"Overlaps: {ov['spans_overlapping']} spans overlap another; pairs: "
+        + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in ov["pairs"].items())
     )
     console.print(
         f"A flat BIO scheme (one tag per token) must drop at least {ov['flat_bio_loss']} spans; "
         f"per-label BIO layers (multi_label mode) drop {ov['per_label_bio_loss']}."
     )
     ceiling = Table(
-        Column("label", overflow="fold"), "spans", "both ends", "end", "Jaccard >= 0.5", title="Segment boundaries (the ceiling of segment_classification)"
+        Column("label", overflow="fold"),
+        "spans",
+        "both ends",
+        "end",
+        "Jaccard >= 0.5",
+        title="Segment boundaries (the ceiling of segment_classification)",
     )
     for lb, c in r["segment_ceiling"].items():
-        ceiling.add_row("all labels" if lb == "__all__" else lb, str(c["spans"]), f"{c['both_ends']:.2f}", f"{c['end']:.2f}", f"{c['jaccard_05']:.2f}")
+        ceiling.add_row(
+            "all labels" if lb == "__all__" else lb,
+            str(c["spans"]),
+            f"{c['both_ends']:.2f}",
+            f"{c['end']:.2f}",
+            f"{c['jaccard_05']:.2f}",
+        )
     if r["segment_ceiling"]:
         console.print(ceiling)
     pr = r["problems"]

@@ -39,7 +39,11 @@ def _jsonl_texts(path: Path) -> Iterator[tuple[str, str]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                problems.append(Problem("malformed_json", f"not valid JSON ({exc.msg})", "fix the line or remove it", str(path), line_no))
+                problems.append(
+                    Problem(
+                        "malformed_json", f"not valid JSON ({exc.msg})", "fix the line or remove it", str(path), line_no
+                    )
+                )
                 continue
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                 record_id = obj.get("id") if isinstance(obj, dict) else None
@@ -68,12 +72,18 @@ def read_texts(source: str, max_docs: int | None = None, report: TextReport | No
     if not path.exists():
         raise ToolkitError(
             f"{path}: no such file or directory",
-            fix="point data.train / data.dev at a .txt file, a directory of .txt files or a JSONL file with a 'text' field",
+            fix=(
+                "point data.train / data.dev at a .txt file, a directory of .txt files or a JSONL file with a 'text' "
+                "field"
+            ),
         )
     if path.is_dir():
         files = sorted(path.rglob("*.txt"))
         if not files:
-            raise ToolkitError(f"{path}: no .txt files in this directory", fix="add .txt files, or point at a JSONL file with a 'text' field")
+            raise ToolkitError(
+                f"{path}: no .txt files in this directory",
+                fix="add .txt files, or point at a JSONL file with a 'text' field",
+            )
         pairs: Iterator[tuple[str, str]] = ((str(f), f.read_text(encoding="utf-8")) for f in files)
     elif path.suffix in (".jsonl", ".json"):
         pairs = _jsonl_texts(path)

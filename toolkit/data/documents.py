@@ -61,16 +61,24 @@ def list_sources(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
                 (files if p.suffix.lower() in SUFFIXES else skipped).append(p)
         elif path.is_file():
             if path.suffix.lower() not in SUFFIXES:
-                raise ToolkitError(f"{path}: cannot read {path.suffix or 'files without a suffix'}", fix=f"pass {', '.join(SUFFIXES)} files, or a folder")
+                raise ToolkitError(
+                    f"{path}: cannot read {path.suffix or 'files without a suffix'}",
+                    fix=f"pass {', '.join(SUFFIXES)} files, or a folder",
+                )
             files.append(path)
         else:
             raise ToolkitError(f"{path}: no such file or folder", fix="check the path")
     if not files:
-        raise ToolkitError(f"no {'/'.join(SUFFIXES)} files in {', '.join(map(str, inputs))}", fix="pass files or folders that hold documents")
+        raise ToolkitError(
+            f"no {'/'.join(SUFFIXES)} files in {', '.join(map(str, inputs))}",
+            fix="pass files or folders that hold documents",
+        )
     return files, skipped
 
 
-def read_documents(path: Path, piece: tuple[int, int, int] | None = None) -> Iterator[InputDocument | tuple[str, DocumentError]]:
+def read_documents(
+    path: Path, piece: tuple[int, int, int] | None = None
+) -> Iterator[InputDocument | tuple[str, DocumentError]]:
     """The documents of one file. A JSONL file yields one per line (only the lines of `piece`, a
     (start byte, end byte, first line number) from `split_jsonl`, when given), and a bad line yields
     (its id or line, DocumentError) so the other lines still count; any other file yields one document
@@ -112,7 +120,9 @@ def split_jsonl(path: Path, lines_per_piece: int) -> list[tuple[int, int, int]]:
     return pieces
 
 
-def _jsonl(path: Path, piece: tuple[int, int, int] | None = None) -> Iterator[InputDocument | tuple[str, DocumentError]]:
+def _jsonl(
+    path: Path, piece: tuple[int, int, int] | None = None
+) -> Iterator[InputDocument | tuple[str, DocumentError]]:
     # Spans are ignored, so a record needs only its text; ids default to the line number.
     start, end, first = piece or (0, None, 1)
     with path.open("rb") as f:
@@ -122,7 +132,9 @@ def _jsonl(path: Path, piece: tuple[int, int, int] | None = None) -> Iterator[In
         # split on "\n" only: str.splitlines would also split at U+2028, which JSON strings may hold raw.
         lines = data.decode("utf-8").split("\n")
     except UnicodeDecodeError as exc:
-        raise DocumentError(f"not UTF-8 (byte {start + exc.start})", "convert it, e.g. `iconv -f latin1 -t utf-8`") from None
+        raise DocumentError(
+            f"not UTF-8 (byte {start + exc.start})", "convert it, e.g. `iconv -f latin1 -t utf-8`"
+        ) from None
     for n, line in enumerate(lines, first):
         if not line.strip():
             continue
@@ -133,7 +145,10 @@ def _jsonl(path: Path, piece: tuple[int, int, int] | None = None) -> Iterator[In
             yield where, DocumentError(f"line {n}: not JSON ({exc.msg})", "write one JSON object per line")
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-            yield where, DocumentError(f"line {n}: no 'text' string field", 'each line needs {"id": ..., "text": "..."}')
+            yield (
+                where,
+                DocumentError(f"line {n}: no 'text' string field", 'each line needs {"id": ..., "text": "..."}'),
+            )
             continue
         rid = obj.get("id", where)
         if not obj["text"].strip():
@@ -161,11 +176,14 @@ def _pdf(path: Path) -> tuple[str, dict]:
     except DocumentError:
         raise
     except Exception as exc:  # noqa: BLE001 - pypdf raises what malformed objects make it meet (PdfReadError, TypeError, RecursionError, ...)
-        raise DocumentError(f"not a readable PDF ({type(exc).__name__}: {exc})", "open it in a PDF viewer; re-save or repair it") from None
+        raise DocumentError(
+            f"not a readable PDF ({type(exc).__name__}: {exc})", "open it in a PDF viewer; re-save or repair it"
+        ) from None
     empty = [i + 1 for i, text in enumerate(pages) if not text.strip()]
     if pages and len(empty) == len(pages):
         raise DocumentError(
-            f"no text layer on any of its {len(pages)} pages (a scan?)", "run OCR first, e.g. `ocrmypdf in.pdf out.pdf`, and predict on the output"
+            f"no text layer on any of its {len(pages)} pages (a scan?)",
+            "run OCR first, e.g. `ocrmypdf in.pdf out.pdf`, and predict on the output",
         )
     return PAGE_BREAK.join(pages), {"pages": len(pages), "pages_without_text": empty}
 
@@ -189,7 +207,8 @@ def _docx(path: Path) -> tuple[str, dict]:
         paragraphs = len(document.paragraphs)
     except Exception as exc:  # noqa: BLE001 - python-docx raises what its parser meets (KeyError, AttributeError, lxml errors, PackageNotFoundError)
         raise DocumentError(
-            f"not a readable .docx ({type(exc).__name__}: {exc})", "open it in a word processor and save it as .docx again, or convert it to .txt"
+            f"not a readable .docx ({type(exc).__name__}: {exc})",
+            "open it in a word processor and save it as .docx again, or convert it to .txt",
         ) from None
     return "\n".join(blocks), {"paragraphs": paragraphs, "tables": tables}
 
@@ -205,14 +224,20 @@ def _check_zip_bounds(path: Path) -> None:
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise DocumentError(f"not a .docx: not a zip archive ({exc})", "open it in a word processor and save it as .docx again") from None
+        raise DocumentError(
+            f"not a .docx: not a zip archive ({exc})", "open it in a word processor and save it as .docx again"
+        ) from None
     if len(infos) > MAX_ZIP_ENTRIES:
-        raise DocumentError(f"{len(infos)} zip entries, over the bound of {MAX_ZIP_ENTRIES}", "save it as .docx again, or convert it to .txt")
+        raise DocumentError(
+            f"{len(infos)} zip entries, over the bound of {MAX_ZIP_ENTRIES}",
+            "save it as .docx again, or convert it to .txt",
+        )
     biggest = max(infos, key=lambda i: i.file_size, default=None)
     total = sum(i.file_size for i in infos)
     if biggest is not None and biggest.file_size > MAX_ZIP_ENTRY_BYTES:
         raise DocumentError(
-            f"zip entry {biggest.filename!r} inflates to {biggest.file_size:,} bytes, over the bound of {MAX_ZIP_ENTRY_BYTES:,}",
+            f"zip entry {biggest.filename!r} inflates to {biggest.file_size:,} bytes, over the bound of "
+            f"{MAX_ZIP_ENTRY_BYTES:,}",
             "a .docx this large is likely malformed or hostile; convert it to .txt if it is genuine",
         )
     if total > MAX_ZIP_TOTAL_BYTES:

@@ -21,7 +21,10 @@ def parse_label_set(value: str | None) -> frozenset[str] | None:
         return frozenset(labels)
     labels = [lb.strip() for lb in value.split(",")]
     if any(not lb for lb in labels):
-        raise ToolkitError(f"--labels {value!r} has an empty label", fix="separate labels with single commas, e.g. --labels Disease,Chemical")
+        raise ToolkitError(
+            f"--labels {value!r} has an empty label",
+            fix="separate labels with single commas, e.g. --labels Disease,Chemical",
+        )
     return frozenset(labels)
 
 

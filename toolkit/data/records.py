@@ -20,12 +20,19 @@ def resolve_data_path(ref: str) -> Path:
         path = SAMPLE_DIR / f"{ref[len(SAMPLE_PREFIX) :]}.jsonl"
         if not path.is_file():
             names = sorted(p.stem for p in SAMPLE_DIR.glob("*.jsonl"))
-            raise ToolkitError(f"no embedded sample {ref!r}", fix=f"use one of {', '.join(SAMPLE_PREFIX + n for n in names)}")
+            raise ToolkitError(
+                f"no embedded sample {ref!r}", fix=f"use one of {', '.join(SAMPLE_PREFIX + n for n in names)}"
+            )
         return path
     path = Path(ref)
     if not path.is_file():
-        hint = " (the public data lives in ../shared/data; run from the repository root)" if "shared/data" in ref else ""
-        raise ToolkitError(f"data file {ref!r} not found{hint}", fix="correct data.train / data.dev in the recipe, or override: data.train=PATH")
+        hint = (
+            " (the public data lives in ../shared/data; run from the repository root)" if "shared/data" in ref else ""
+        )
+        raise ToolkitError(
+            f"data file {ref!r} not found{hint}",
+            fix="correct data.train / data.dev in the recipe, or override: data.train=PATH",
+        )
     return path
 
 
@@ -35,12 +42,15 @@ def load_records(ref: str, max_docs: int | None = None) -> list[SpanRecord]:
     summary = ValidationSummary()
     records = [c.record for c in validate_files([path], None, summary)]
     if summary.errors:
-        raise DataError(summary.errors, f"{path}: {len(summary.errors)} problem(s); run `toolkit check {path}` for the full report")
+        raise DataError(
+            summary.errors, f"{path}: {len(summary.errors)} problem(s); run `toolkit check {path}` for the full report"
+        )
     return records[:max_docs] if max_docs else records
 
 
 def map_record_labels(rec: SpanRecord, mapping: dict[str, str]) -> tuple[SpanRecord, list[Span], int]:
-    """Rename labels (OLD -> NEW; NEW "" drops). Returns the record, the spans dropped, and how many became duplicates."""
+    """Rename labels (OLD -> NEW; NEW "" drops). Returns the record, the spans dropped, and how many became
+    duplicates."""
     spans, dropped = [], []
     for s in rec.spans:
         new = mapping.get(s.label, s.label)
@@ -111,7 +121,8 @@ def draw_documents(records: list[SpanRecord], weight: float, seed: int) -> list[
 
 
 def filter_labels(records: list[SpanRecord], labels: Sequence[str], other: Counter | None = None) -> list[SpanRecord]:
-    """Records with only the spans of `labels`; the spans of other labels are counted in `other`, never silently dropped."""
+    """Records with only the spans of `labels`; the spans of other labels are counted in `other`, never silently
+    dropped."""
     keep = set(labels)
     out = []
     for r in records:

@@ -28,7 +28,9 @@ class Span(BaseModel):
     # Predictions (`toolkit predict`) carry these; annotations usually do not. `toolkit check` compares `text`
     # with the document's characters at start:end, so a file whose offsets drifted fails loudly.
     text: str | None = Field(default=None, description="Optional copy of text[start:end]; checked when present.")
-    score: float | None = Field(default=None, ge=0.0, le=1.0, description="Optional model confidence in [0, 1] (predictions).")
+    score: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Optional model confidence in [0, 1] (predictions)."
+    )
 
 
 class SpanRecord(BaseModel):
@@ -50,7 +52,11 @@ class SpanRecord(BaseModel):
         return self.text[span.start : span.end]
 
     def to_json_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "text": self.text, "spans": [s.model_dump(exclude_none=True) for s in self.spans]}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "text": self.text,
+            "spans": [s.model_dump(exclude_none=True) for s in self.spans],
+        }
         if self.meta is not None:
             out["meta"] = self.meta
         return out

@@ -86,7 +86,9 @@ class CorpusStats:
     docs_without_spans: int = 0
     segment_boundaries: dict = field(default_factory=dict)
 
-    def add(self, doc_id: str, text: str, spans: list, tokens: TokenOffsets | None = None, special_tokens: int = 0) -> None:
+    def add(
+        self, doc_id: str, text: str, spans: list, tokens: TokenOffsets | None = None, special_tokens: int = 0
+    ) -> None:
         self.documents += 1
         self.doc_chars.append(len(text))
         if not spans:

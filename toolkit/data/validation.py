@@ -54,15 +54,28 @@ def _problem_from_pydantic(err: dict, where: dict) -> Problem:
     name = str(loc[-1]) if loc else "record"
     if etype == "missing":
         example = {"id": '"doc-1"', "text": '"..."', "spans": "[]", "start": "0", "end": "5", "label": '"Disease"'}
-        return Problem("missing_field", f"required field {path!r} is missing.", f'add it, e.g. "{name}": {example.get(name, "...")}.', field=path, **where)
+        return Problem(
+            "missing_field",
+            f"required field {path!r} is missing.",
+            f'add it, e.g. "{name}": {example.get(name, "...")}.',
+            field=path,
+            **where,
+        )
     if etype == "extra_forbidden":
-        scope = 'the record\'s "meta" object' if len(loc) == 1 else 'the record\'s "meta" object (spans take start, end, label, and optionally text and score)'
-        return Problem("extra_field", f"unknown field {path!r}.", f"remove it, or move it into {scope}.", field=path, **where)
+        scope = (
+            'the record\'s "meta" object'
+            if len(loc) == 1
+            else 'the record\'s "meta" object (spans take start, end, label, and optionally text and score)'
+        )
+        return Problem(
+            "extra_field", f"unknown field {path!r}.", f"remove it, or move it into {scope}.", field=path, **where
+        )
     if etype in _TYPE_NAMES:
         return Problem(
             "wrong_type",
             f"{path or 'the record'} must be {_TYPE_NAMES[etype]}, got {_json_type(err.get('input'))}.",
-            f"write {path or 'the record'} as {_TYPE_NAMES[etype]}" + (" (offsets are integer character indices)." if name in ("start", "end") else "."),
+            f"write {path or 'the record'} as {_TYPE_NAMES[etype]}"
+            + (" (offsets are integer character indices)." if name in ("start", "end") else "."),
             field=path,
             **where,
         )
@@ -83,11 +96,17 @@ def _problem_from_pydantic(err: dict, where: dict) -> Problem:
             **where,
         )
     if etype == "string_too_short":
-        return Problem("empty_value", f"{path} is an empty string.", f"give {path} a non-empty value.", field=path, **where)
-    return Problem("invalid", f"{path}: {err['msg']}.", "see data_schemas/span_record.v1.schema.json.", field=path, **where)
+        return Problem(
+            "empty_value", f"{path} is an empty string.", f"give {path} a non-empty value.", field=path, **where
+        )
+    return Problem(
+        "invalid", f"{path}: {err['msg']}.", "see data_schemas/span_record.v1.schema.json.", field=path, **where
+    )
 
 
-def check_spans(text: str, spans: list[Any], labels: frozenset[str] | None, where: dict, skip: set[int]) -> tuple[list[Span], list[Problem]]:
+def check_spans(
+    text: str, spans: list[Any], labels: frozenset[str] | None, where: dict, skip: set[int]
+) -> tuple[list[Span], list[Problem]]:
     """Offsets, emptiness, whitespace and label checks for the structurally valid spans."""
     good: list[Span] = []
     problems: list[Problem] = []
@@ -105,7 +124,8 @@ def check_spans(text: str, spans: list[Any], labels: frozenset[str] | None, wher
                 Problem(
                     "offset_out_of_range",
                     f"span {start}-{end} ends past the text, which has {n} characters.",
-                    "offsets are Python str (code point) indices; if they came from a UTF-16 or byte-based tool, convert them.",
+                    "offsets are Python str (code point) indices; if they came from a UTF-16 or byte-based tool, "
+                    "convert them.",
                     field=f"{path}.end",
                     **where,
                 )
@@ -127,7 +147,11 @@ def check_spans(text: str, spans: list[Any], labels: frozenset[str] | None, wher
             if not covered.strip():
                 problems.append(
                     Problem(
-                        "blank_span", f"span {start}-{end} covers only whitespace ({covered!r}).", "remove the span or fix its offsets.", field=path, **where
+                        "blank_span",
+                        f"span {start}-{end} covers only whitespace ({covered!r}).",
+                        "remove the span or fix its offsets.",
+                        field=path,
+                        **where,
                     )
                 )
                 ok = False
@@ -148,8 +172,10 @@ def check_spans(text: str, spans: list[Any], labels: frozenset[str] | None, wher
             problems.append(
                 Problem(
                     "text_mismatch",
-                    f"span {start}-{end} says its text is {span.text[:40]!r} but the document has {text[start:end][:40]!r}.",
-                    "the offsets or the text changed after the span was written: predict again on this text, or fix the offsets.",
+                    f"span {start}-{end} says its text is {span.text[:40]!r} but the document has "
+                    f"{text[start:end][:40]!r}.",
+                    "the offsets or the text changed after the span was written: predict again on this text, or fix "
+                    "the offsets.",
                     field=f"{path}.text",
                     **where,
                 )
@@ -157,13 +183,26 @@ def check_spans(text: str, spans: list[Any], labels: frozenset[str] | None, wher
             ok = False
         if labels is not None and span.label not in labels:
             problems.append(
-                Problem("unknown_label", f"label {span.label!r} is not in the label set.", suggest_label(span.label, labels), field=f"{path}.label", **where)
+                Problem(
+                    "unknown_label",
+                    f"label {span.label!r} is not in the label set.",
+                    suggest_label(span.label, labels),
+                    field=f"{path}.label",
+                    **where,
+                )
             )
             ok = False
         key = (start, end, span.label)
         if ok and key in seen:
             problems.append(
-                Problem("duplicate_span", f"span {start}-{end} {span.label!r} appears twice.", "keep one copy.", field=path, severity="warning", **where)
+                Problem(
+                    "duplicate_span",
+                    f"span {start}-{end} {span.label!r} appears twice.",
+                    "keep one copy.",
+                    field=path,
+                    severity="warning",
+                    **where,
+                )
             )
             ok = False
         if ok:
@@ -191,7 +230,12 @@ def check_record(
     where = {"file": file, "line": line, "record_id": str(rid) if isinstance(rid, (str, int)) else None}
     if not isinstance(obj, dict):
         return None, [
-            Problem("not_an_object", f"the line holds a JSON {_json_type(obj)}, not an object.", 'write {"id": ..., "text": ..., "spans": [...]}.', **where)
+            Problem(
+                "not_an_object",
+                f"the line holds a JSON {_json_type(obj)}, not an object.",
+                'write {"id": ..., "text": ..., "spans": [...]}.',
+                **where,
+            )
         ]
     problems: list[Problem] = []
     try:
@@ -200,7 +244,11 @@ def check_record(
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         problems += [_problem_from_pydantic(e, where) for e in errors]
-        bad_spans = {e["loc"][1] for e in errors if len(e["loc"]) >= 2 and e["loc"][0] == "spans" and isinstance(e["loc"][1], int)}
+        bad_spans = {
+            e["loc"][1]
+            for e in errors
+            if len(e["loc"]) >= 2 and e["loc"][0] == "spans" and isinstance(e["loc"][1], int)
+        }
         text = obj.get("text")
         spans = obj.get("spans")
         # Keep checking the spans that are themselves well-formed, so one bad span
@@ -280,7 +328,8 @@ def validate_files(
                         Problem(
                             "leakage",
                             f"the same document is in {other_file}:{other_line} (id={other_id!r}).",
-                            "keep each document in one split only; remove it from the evaluation file or the training file.",
+                            "keep each document in one split only; remove it from the evaluation file or the training "
+                            "file.",
                             **where,
                         )
                     )
@@ -321,7 +370,11 @@ def validate_files(
             )
 
 
-def collect(paths: Iterable[Path], labels: frozenset[str] | None = None, on_record: Callable[[CheckedRecord], None] | None = None) -> ValidationSummary:
+def collect(
+    paths: Iterable[Path],
+    labels: frozenset[str] | None = None,
+    on_record: Callable[[CheckedRecord], None] | None = None,
+) -> ValidationSummary:
     """Run `validate_files` to the end, calling `on_record` for each valid record."""
     summary = ValidationSummary()
     for checked in validate_files(paths, labels, summary):

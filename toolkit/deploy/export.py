@@ -34,7 +34,17 @@ from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
 from toolkit.infer.selector import SELECTOR_FILE
 from toolkit.registry import Task
-from toolkit.rundir import CONFIG_FILE, META_FILE, ONNX_FILE, ExportInfo, Run, open_run, records_for, write_manifest, write_meta
+from toolkit.rundir import (
+    CONFIG_FILE,
+    META_FILE,
+    ONNX_FILE,
+    ExportInfo,
+    Run,
+    open_run,
+    records_for,
+    write_manifest,
+    write_meta,
+)
 from toolkit.scoring import SCORING
 
 
@@ -47,10 +57,13 @@ class ParityBudgets:
 
 
 def parity_documents(run: Run, data: str | None, max_docs: int) -> tuple[list, str]:
-    """The fixed parity sample: the first `max_docs` documents of the run's dev file (or `data`), as the run sees them."""
+    """The fixed parity sample: the first `max_docs` documents of the run's dev file (or `data`), as the run sees
+    them."""
     source = data or (run.recipe.data.dev if run.recipe else None)
     if not source:
-        raise ToolkitError(f"{run.path}: no dev file recorded for the parity check", fix="pass --data FILE with labeled documents")
+        raise ToolkitError(
+            f"{run.path}: no dev file recorded for the parity check", fix="pass --data FILE with labeled documents"
+        )
     return records_for(run, source, max_docs), str(source)
 
 
@@ -93,12 +106,17 @@ def _parity(reference: tuple[list, list], candidate: tuple[list, list], records,
     diff = max((float(np.abs(a - b).max()) for a, b in zip(ref_logits, cand_logits)), default=0.0)
     agree = [float((_decisions(a, group) == _decisions(b, group)).mean()) for a, b in zip(ref_logits, cand_logits)]
     texts, golds = [r.text for r in records], [r.spans for r in records]
-    drop = paired_bootstrap(document_counts(texts, golds, ref_spans), document_counts(texts, golds, cand_spans), SCORING.boundary_tolerance)["span_f1"]
+    drop = paired_bootstrap(
+        document_counts(texts, golds, ref_spans), document_counts(texts, golds, cand_spans), SCORING.boundary_tolerance
+    )["span_f1"]
     return {
         "max_logit_diff": diff,
         "argmax_agreement": float(np.mean(agree)) if agree else 1.0,
         "span_f1": _span_f1(records, cand_spans),
-        "span_f1_drop": {"points": round(100 * drop["difference"], 2), "ci95_points": [round(100 * x, 2) for x in drop["ci95"]]},
+        "span_f1_drop": {
+            "points": round(100 * drop["difference"], 2),
+            "ci95_points": [round(100 * x, 2) for x in drop["ci95"]],
+        },
     }
 
 
@@ -108,7 +126,10 @@ def _onnx_export(model_dir: Path, out: Path, spec: Task) -> None:
     try:
         main_export(str(model_dir), output=str(out), task=spec.onnx_task, do_validation=False, device="cpu")
     except Exception as exc:  # optimum raises many kinds; the user needs the model and the cause
-        raise ToolkitError(f"{model_dir}: ONNX export failed: {exc}", fix="check that the model architecture is supported by optimum-onnx") from exc
+        raise ToolkitError(
+            f"{model_dir}: ONNX export failed: {exc}",
+            fix="check that the model architecture is supported by optimum-onnx",
+        ) from exc
 
 
 def _quantize_int8(fp32: Path, int8: Path) -> None:
@@ -122,7 +143,9 @@ def _quantize_int8(fp32: Path, int8: Path) -> None:
 
     # The quantizer logs a line per node at INFO; one summary (the parity figures) is enough.
     logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
-    quantizer = MatMulNBitsQuantizer(onnx.load(str(fp32)), bits=8, block_size=INT8_BLOCK, is_symmetric=True, accuracy_level=4)
+    quantizer = MatMulNBitsQuantizer(
+        onnx.load(str(fp32)), bits=8, block_size=INT8_BLOCK, is_symmetric=True, accuracy_level=4
+    )
     quantizer.process()
     quantizer.model.save_model_to_file(str(int8), use_external_data_format=False)
 
@@ -156,17 +179,27 @@ PATHS = {
     "pytorch_fp32": ("pytorch", "fp32"),
     "pytorch_bf16": ("pytorch", "bf16"),  # the fp32 weights run under bf16 autocast
 }
-ALIASES = {"fp32": "onnx_fp32", "int8": "onnx_int8", "fused": "onnx_fused", "bf16": "pytorch_bf16", "pytorch": "pytorch_fp32"}
+ALIASES = {
+    "fp32": "onnx_fp32",
+    "int8": "onnx_int8",
+    "fused": "onnx_fused",
+    "bf16": "pytorch_bf16",
+    "pytorch": "pytorch_fp32",
+}
 EXACT = ("onnx_fp32", "onnx_fused", "pytorch_fp32")  # fp32 arithmetic: gated on the logits as well as on F1
 # Hugging Face model types that ONNX Runtime's transformer optimizer fuses as BERT-like encoders.
 FUSION_MODEL_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert", "electra": "bert"}
 
 
 def resolve_path(requested: str) -> str:
-    """A --precision value (a path name, `auto`, or a short alias: fp32, int8, fused, bf16, pytorch) -> its path name."""
+    """A --precision value (a path name, `auto`, or a short alias: fp32, int8, fused, bf16, pytorch) -> its path
+    name."""
     name = ALIASES.get(requested.replace("-", "_"), requested.replace("-", "_"))
     if name != "auto" and name not in PATHS:
-        raise ToolkitError(f"precision {requested!r} is not supported", fix=f"use auto, one of {', '.join(PATHS)}, or a short name: {', '.join(ALIASES)}")
+        raise ToolkitError(
+            f"precision {requested!r} is not supported",
+            fix=f"use auto, one of {', '.join(PATHS)}, or a short name: {', '.join(ALIASES)}",
+        )
     return name
 
 
@@ -240,11 +273,17 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
             _quantize_int8(built["onnx_fp32"] / ONNX_FILE, directory / ONNX_FILE)
             info["scheme"] = f"weights int8 in blocks of {INT8_BLOCK}"
         else:
-            info["fused_operators"] = _fuse(built["onnx_fp32"] / ONNX_FILE, directory / ONNX_FILE, json.loads((run.model_dir / "config.json").read_text()))
+            info["fused_operators"] = _fuse(
+                built["onnx_fp32"] / ONNX_FILE,
+                directory / ONNX_FILE,
+                json.loads((run.model_dir / "config.json").read_text()),
+            )
     if (run.model_dir / SELECTOR_FILE).is_file() and not (directory / SELECTOR_FILE).is_file():
         shutil.copy2(run.model_dir / SELECTOR_FILE, directory / SELECTOR_FILE)  # the CLM's candidate-window selector
     # toolkit.json says how to run the folder: the predictors read runtime and precision from it.
-    write_meta(directory, run.meta.model_copy(update={"export": ExportInfo(path=name, runtime=runtime, precision=precision)}))
+    write_meta(
+        directory, run.meta.model_copy(update={"export": ExportInfo(path=name, runtime=runtime, precision=precision)})
+    )
     if run.config_path is not None:
         # The run's recipe travels with the artifact: `toolkit eval ARTIFACT` applies its label map.
         shutil.copy2(run.config_path, directory / CONFIG_FILE)
@@ -286,7 +325,9 @@ def export_run(
     model_type = json.loads((run.model_dir / "config.json").read_text()).get("model_type", "unknown")
     skipped = {name: why for name in PATHS if (why := unavailable(name, spec, hardware, model_type))}
     if requested != "auto" and requested in skipped:
-        raise ToolkitError(f"{run.path}: cannot export {requested}: {skipped[requested]}", fix="choose another --precision, or auto")
+        raise ToolkitError(
+            f"{run.path}: cannot export {requested}: {skipped[requested]}", fix="choose another --precision, or auto"
+        )
     wanted = [n for n in PATHS if n not in skipped] if requested == "auto" else [requested]
     if any(PATHS[n][0] == "onnx" for n in wanted) and "onnx_fp32" not in wanted:
         wanted.insert(0, "onnx_fp32")  # the graph the other ONNX paths are made from
@@ -325,19 +366,36 @@ def export_run(
             if name != "onnx_fp32" and PATHS[name][0] == "onnx" and problems.get("onnx_fp32"):
                 problems[name] = [*problems[name], "made from the onnx_fp32 graph, which failed its gate"]
         passing = [name for name in built if not problems[name]]
-        chosen = max(passing, key=lambda n: paths[n]["docs_per_second"], default=None) if requested == "auto" else (requested if requested in passing else None)
+        chosen = (
+            max(passing, key=lambda n: paths[n]["docs_per_second"], default=None)
+            if requested == "auto"
+            else (requested if requested in passing else None)
+        )
         if chosen is None:
             failed = "; ".join(f"{name} {p}" for name, found in problems.items() for p in found)
             raise ToolkitError(
-                f"{run.path}: export failed its parity gate on {len(records)} documents of {source}: {failed}; nothing was written",
-                fix="inspect the model, or loosen the budget with --max-logit-diff / --max-f1-drop if the difference is acceptable",
+                f"{run.path}: export failed its parity gate on {len(records)} documents of {source}: {failed}; nothing "
+                f"was written",
+                fix=(
+                    "inspect the model, or loosen the budget with --max-logit-diff / --max-f1-drop if the difference "
+                    "is acceptable"
+                ),
             )
         for name in paths:
             paths[name]["chosen"] = name == chosen
         artifact = built[chosen]
         # The model card is written before the manifest, so its checksum is listed like every other file.
         write_model_card(
-            run, artifact, {"task": task, "path": chosen, "runtime": PATHS[chosen][0], "precision": PATHS[chosen][1], "parity": parity, "hardware": hardware}
+            run,
+            artifact,
+            {
+                "task": task,
+                "path": chosen,
+                "runtime": PATHS[chosen][0],
+                "precision": PATHS[chosen][1],
+                "parity": parity,
+                "hardware": hardware,
+            },
         )
         manifest = write_manifest(
             artifact,
@@ -375,7 +433,11 @@ def _versions(toolkit_version: str) -> dict:
     import onnxruntime
     import transformers
 
-    return {"toolkit": toolkit_version, "onnxruntime": onnxruntime.__version__, "transformers": transformers.__version__}
+    return {
+        "toolkit": toolkit_version,
+        "onnxruntime": onnxruntime.__version__,
+        "transformers": transformers.__version__,
+    }
 
 
 def export_table(manifest: dict):
@@ -400,4 +462,10 @@ def export_table(manifest: dict):
             str(figures["docs_per_second"]),
             "yes" if figures["chosen"] else "",
         ]
-    return SystemsTable("every path: span F1, its drop from PyTorch fp32, single-document speed", rows, paths, first_header="path", notes=notes)
+    return SystemsTable(
+        "every path: span F1, its drop from PyTorch fp32, single-document speed",
+        rows,
+        paths,
+        first_header="path",
+        notes=notes,
+    )

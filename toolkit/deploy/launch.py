@@ -114,7 +114,9 @@ def start_toolkit_serve(artifact: Path, port: int, startup_timeout: float = 180.
     """`toolkit serve ARTIFACT --port PORT` as a user runs it, returned once it answers /readyz (for the
     tests and the benchmark of how it stops)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit", "serve", str(artifact), "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "toolkit", "serve", str(artifact), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline and proc.poll() is None:
@@ -125,7 +127,10 @@ def start_toolkit_serve(artifact: Path, port: int, startup_timeout: float = 180.
         except OSError:  # refused, reset, or timed out: probe again
             time.sleep(0.3)
     stop_process_tree(proc)
-    raise ToolkitError(f"toolkit serve {artifact} did not become ready within {startup_timeout:.0f} s", fix="run it by hand and read its output")
+    raise ToolkitError(
+        f"toolkit serve {artifact} did not become ready within {startup_timeout:.0f} s",
+        fix="run it by hand and read its output",
+    )
 
 
 class Server:
@@ -151,7 +156,9 @@ class Server:
     def __enter__(self) -> Server:
         log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
         # A new session, so stopping it also stops BentoML's worker processes.
-        self.process = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -168,14 +175,21 @@ class Server:
                 pass
             time.sleep(0.5)
         self.__exit__(None, None, None)
-        raise ToolkitError(f"the service did not become ready within {self.startup_timeout:.0f} s", fix="read its log, or raise startup_timeout")
+        raise ToolkitError(
+            f"the service did not become ready within {self.startup_timeout:.0f} s",
+            fix="read its log, or raise startup_timeout",
+        )
 
     def __exit__(self, *exc) -> None:
         if self.process is not None:
             stop_process_tree(self.process)
 
-    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 120) -> tuple[int, bytes]:
-        req = urllib.request.Request(self.url + path, data=body, method=method, headers={"Content-Type": "application/json", **(headers or {})})
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 120
+    ) -> tuple[int, bytes]:
+        req = urllib.request.Request(
+            self.url + path, data=body, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.status, resp.read()

@@ -34,7 +34,9 @@ def _figure(summary: dict, ci: dict, key: str) -> str:
     return f"{summary[key]:.3f}{interval}"
 
 
-def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_report: dict | None, metrics: dict | None, export: dict) -> str:
+def render_model_card(
+    name: str, meta: ModelMeta, recipe: dict | None, data_report: dict | None, metrics: dict | None, export: dict
+) -> str:
     """Markdown with YAML front matter. `export` holds the manifest's task, path, precision, parity and hardware."""
     task, spec = meta.task, meta.spec
     model = (recipe or {}).get("model", {})
@@ -58,19 +60,26 @@ def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_repo
         f"- Task: `{task}`",
         f"- Base model: `{base}`",
         f"- Labels: {', '.join(f'`{label}`' for label in labels)}",
-        f"- Windows: {meta.max_length} tokens, stride {meta.stride}" + (f"; decoding `{meta.decoding}`" if not spec.generates else ""),
+        f"- Windows: {meta.max_length} tokens, stride {meta.stride}"
+        + (f"; decoding `{meta.decoding}`" if not spec.generates else ""),
     ]
     if meta.thresholds:
-        lines.append("- Decision thresholds per label (chosen on dev): " + ", ".join(f"{lb} {t}" for lb, t in zip(labels, meta.thresholds)))
+        lines.append(
+            "- Decision thresholds per label (chosen on dev): "
+            + ", ".join(f"{lb} {t}" for lb, t in zip(labels, meta.thresholds))
+        )
     lines += ["", "## Training data", ""]
     if data_report:
         train, dev = data_report.get("train", {}), data_report.get("dev", {})
         lines += [
-            f"- Train: `{data.get('train', '?')}`: {train.get('documents', '?')} documents, {train.get('spans', '?')} spans of these labels.",
+            f"- Train: `{data.get('train', '?')}`: {train.get('documents', '?')} documents, {train.get('spans', '?')} "
+            f"spans of these labels.",
             f"- Dev: `{data.get('dev', '?')}`: {dev.get('documents', '?')} documents, {dev.get('spans', '?')} spans.",
         ]
         for corpus in data_report.get("train_corpora", [])[1:]:
-            lines.append(f"- Extra training corpus: `{corpus.get('path')}` ({corpus.get('documents', '?')} documents per epoch).")
+            lines.append(
+                f"- Extra training corpus: `{corpus.get('path')}` ({corpus.get('documents', '?')} documents per epoch)."
+            )
         if data.get("train") and data.get("train") == data.get("dev"):
             lines.append("- **Dev is the training file**: the evaluation below is not on held-out documents.")
         if data.get("label_map"):
@@ -83,7 +92,11 @@ def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_repo
         boots, jaccard = metrics["settings"]["bootstrap"], metrics["settings"]["jaccard_threshold"]
         lines += [
             f"On {metrics['counts']['documents']} dev documents ({metrics['counts']['gold_spans']} gold spans). "
-            + (f"95% CIs from {boots} bootstrap resamples over documents." if boots else "No bootstrap CIs were computed (eval.bootstrap = 0)."),
+            + (
+                f"95% CIs from {boots} bootstrap resamples over documents."
+                if boots
+                else "No bootstrap CIs were computed (eval.bootstrap = 0)."
+            ),
             "",
             "| metric | value (95% CI) |",
             "|---|---|",
@@ -111,7 +124,8 @@ def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_repo
         "",
         "## Export parity",
         "",
-        f"Checked on the first {parity['documents']} documents of `{parity['source']}` against the run's PyTorch fp32 model "
+        f"Checked on the first {parity['documents']} documents of `{parity['source']}` against the run's PyTorch fp32 "
+        f"model "
         f"(span F1 {parity['pytorch_span_f1']:.4f}): this artifact's span F1 {figures['span_f1']:.4f}"
         + (f", largest logit difference {figures['max_logit_diff']:.2e}" if "max_logit_diff" in figures else "")
         + (f", argmax agreement {figures['argmax_agreement']:.4f}" if "argmax_agreement" in figures else "")
@@ -119,7 +133,8 @@ def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_repo
         "",
         "## Intended use",
         "",
-        f"Pre-annotation and triage: finding candidate {', '.join(labels[:6])}{' and others' if len(labels) > 6 else ''} spans in English text like "
+        f"Pre-annotation and triage: finding candidate "
+        f"{', '.join(labels[:6])}{' and others' if len(labels) > 6 else ''} spans in English text like "
         "the training data, for a person to review. It is not a substitute for legal or medical judgement.",
         "",
         "```bash",
@@ -135,27 +150,42 @@ def render_model_card(name: str, meta: ModelMeta, recipe: dict | None, data_repo
     return "\n".join(lines) + "\n"
 
 
-def _limitations(spec: Task, base: str, labels: list[str], meta: ModelMeta, metrics: dict | None, data_report: dict | None) -> list[str]:
+def _limitations(
+    spec: Task, base: str, labels: list[str], meta: ModelMeta, metrics: dict | None, data_report: dict | None
+) -> list[str]:
     out = []
     if metrics:
-        weak = [f"{lb} (F1 {v['f1']:.2f}, precision {v['precision']:.2f})" for lb, v in metrics["per_label"].items() if v["f1"] < WEAK_F1]
+        weak = [
+            f"{lb} (F1 {v['f1']:.2f}, precision {v['precision']:.2f})"
+            for lb, v in metrics["per_label"].items()
+            if v["f1"] < WEAK_F1
+        ]
         if weak:
             out.append(f"- Labels under dev F1 {WEAK_F1}: {', '.join(weak)}. Review every span of these.")
         s = metrics["summary"]
         out.append(
-            f"- At the saved {'thresholds' if meta.thresholds else 'decision rule'}, dev precision is {s['span_precision']:.2f}: "
+            f"- At the saved {'thresholds' if meta.thresholds else 'decision rule'}, dev precision is "
+            f"{s['span_precision']:.2f}: "
             f"about {round((1 - s['span_precision']) * 100)} of 100 predicted spans are not exact gold spans."
         )
         if metrics["counts"]["documents"] < 100:
-            out.append(f"- The dev set has {metrics['counts']['documents']} documents: the figures above are uncertain for that reason.")
+            out.append(
+                f"- The dev set has {metrics['counts']['documents']} documents: the figures above are uncertain for "
+                f"that reason."
+            )
     if data_report and "train" in data_report:
         other = data_report["train"].get("spans_other_labels") or {}
         if other:
-            out.append(f"- Only these {len(labels)} labels are extracted; the training data had {len(other)} other labels, not learned.")
+            out.append(
+                f"- Only these {len(labels)} labels are extracted; the training data had {len(other)} other labels, "
+                f"not learned."
+            )
     if "uncased" in base.lower() or "minilm" in base.lower():
         out.append(f"- `{base}` is uncased: capitalisation (defined terms, gene symbols) is invisible to the model.")
     if spec.generates:
-        out.append("- Generated spans that cannot be found in the text are dropped and counted; generation is slow on CPU.")
+        out.append(
+            "- Generated spans that cannot be found in the text are dropped and counted; generation is slow on CPU."
+        )
     out.append(
         f"- Documents are read in windows of {meta.max_length} tokens; spans longer than a window are cut or missed."
         " PDF pages without a text layer are not read (OCR them first)."

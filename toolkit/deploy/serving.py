@@ -66,9 +66,9 @@ class ServeSettings(BaseModel):
     max_doc_chars: int = Field(default=500_000, ge=1)
     max_texts: int = Field(default=64, ge=1)
     model_batch: int = Field(default=16, ge=1)
-    # The model's intra-op threads; None: the runtime's default (every core). Under 64 clients all cores
-    # served 43% more documents a second than one thread (docs/benchmarks.md, "Issue 26"); on a machine
-    # where another process keeps a core busy, fewer threads avoid OpenMP waiting on it.
+    # The model's intra-op threads; None: the runtime's default (every core), which served more documents
+    # a second under load than one thread (docs/benchmarks.md, "Issue 26"); on a machine where another
+    # process keeps a core busy, fewer threads avoid OpenMP waiting on it.
     model_threads: int | None = Field(default=None, ge=1)
     api_key: str | None = None
 
@@ -78,7 +78,10 @@ class ServeSettings(BaseModel):
         # A bento carries its artifact in ./artifact (serving/bentofile.yaml).
         artifact = env.get("TOOLKIT_ARTIFACT") or ("artifact" if (Path("artifact") / MANIFEST_FILE).is_file() else None)
         if not artifact:
-            raise RuntimeError("TOOLKIT_ARTIFACT is not set: point it at a directory made by `toolkit export` (or use `toolkit serve DIR`)")
+            raise RuntimeError(
+                "TOOLKIT_ARTIFACT is not set: point it at a directory made by `toolkit export` (or use `toolkit serve "
+                "DIR`)"
+            )
         values: dict[str, Any] = {"artifact": artifact, "api_key": env.get("TOOLKIT_API_KEY") or None}
         # Every other setting is TOOLKIT_<NAME>; pydantic turns the strings into numbers (and refuses bad ones).
         for name in cls.model_fields.keys() - values.keys():
@@ -96,7 +99,8 @@ class AdmissionQueue:
     turn; above it they are refused at once with 503 and a Retry-After that estimates the drain time.
 
     Our own (a counter on the worker's event loop): the batcher's FIFO has no bound of its own, and a
-    bound in characters follows the model's cost better than a count of requests. The bound is `max_queue_seconds` of work at the model's
+    bound in characters follows the model's cost better than a count of requests. The bound is `max_queue_seconds` of
+    work at the model's
     throughput measured at export, so a closed loop of clients never trips it."""
 
     def __init__(self, capacity_chars: int, chars_per_second: float):
@@ -123,9 +127,17 @@ class AdmissionQueue:
         return cls(settings.max_queue_chars or int(rate * settings.max_queue_seconds), rate)
 
 
-def error(status: int, message: str, fix: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+def error(
+    status: int, message: str, fix: str | None = None, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
     """Every error the service answers is JSON: {"error": ..., "fix": ...}; each is logged on one line."""
-    log.log(logging.WARNING if status >= 500 else logging.INFO, "request %s rejected %d: %s", REQUEST_ID.get(), status, message)
+    log.log(
+        logging.WARNING if status >= 500 else logging.INFO,
+        "request %s rejected %d: %s",
+        REQUEST_ID.get(),
+        status,
+        message,
+    )
     body: dict[str, Any] = {"error": message, **extra}
     if fix:
         body["fix"] = fix
@@ -166,23 +178,35 @@ def extract_body_problem(body: bytes) -> JSONResponse | None:
 
 
 def check_request(
-    text: str | None, texts: list[str] | None, labels: list[str] | None, settings: ServeSettings, known_labels: list[str]
+    text: str | None,
+    texts: list[str] | None,
+    labels: list[str] | None,
+    settings: ServeSettings,
+    known_labels: list[str],
 ) -> tuple[list[str], JSONResponse | None]:
     """The documents of a request, or the 4xx answer that names what is wrong and how to fix it."""
     if (text is None) == (texts is None):
-        return [], error(400, "give exactly one of 'text' (a string) or 'texts' (a list of strings)", 'send {"text": "..."} or {"texts": ["...", "..."]}')
+        return [], error(
+            400,
+            "give exactly one of 'text' (a string) or 'texts' (a list of strings)",
+            'send {"text": "..."} or {"texts": ["...", "..."]}',
+        )
     docs = [text] if text is not None else list(texts or [])
     if not docs:
         return [], error(400, "'texts' is empty", "send at least one document")
     if len(docs) > settings.max_texts:
-        return [], error(413, f"{len(docs)} texts in one request; the limit is {settings.max_texts}", "split the request")
+        return [], error(
+            413, f"{len(docs)} texts in one request; the limit is {settings.max_texts}", "split the request"
+        )
     for i, doc in enumerate(docs):
         field = "text" if text is not None else f"texts[{i}]"
         if not doc.strip():
             return [], error(400, f"{field} is empty or only whitespace", "send the document's text")
         if len(doc) > settings.max_doc_chars:
             return [], error(
-                413, f"{field} has {len(doc)} characters; the limit is {settings.max_doc_chars}", "split the document, or raise TOOLKIT_MAX_DOC_CHARS"
+                413,
+                f"{field} has {len(doc)} characters; the limit is {settings.max_doc_chars}",
+                "split the document, or raise TOOLKIT_MAX_DOC_CHARS",
             )
     unknown = sorted(set(labels or []) - set(known_labels))
     if unknown:
@@ -208,8 +232,19 @@ def json_errors(send):
             start = state.pop("start")
             text = state.pop("body").decode("utf-8", errors="replace").strip() or "error"
             body = json.dumps({"error": text, "status": start["status"]}).encode()
-            kept = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-type", b"content-length")]
-            await send({**start, "headers": [*kept, (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            kept = [
+                (k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-type", b"content-length")
+            ]
+            await send(
+                {
+                    **start,
+                    "headers": [
+                        *kept,
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             return await send({"type": "http.response.body", "body": body})
         return await send(message)
 
@@ -263,16 +298,23 @@ class RequestGuard:
         if self.settings.api_key and not path.startswith(OPEN_PATHS):
             given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
             if not hmac.compare_digest(given.encode(), self.settings.api_key.encode()):
-                return await error(401, "missing or wrong API key", "send the key in the X-API-Key header")(scope, receive, send)
+                return await error(401, "missing or wrong API key", "send the key in the X-API-Key header")(
+                    scope, receive, send
+                )
         send = json_errors(send)
         if path == "/extract" and method != "POST":
-            return await error(405, f"{method} /extract is not supported", "send POST /extract with a JSON body", headers={"Allow": "POST"})(
-                scope, receive, send
-            )
+            return await error(
+                405,
+                f"{method} /extract is not supported",
+                "send POST /extract with a JSON body",
+                headers={"Allow": "POST"},
+            )(scope, receive, send)
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            return await error(413, f"request body of {declared} bytes; the limit is {limit}", "send fewer or shorter documents")(scope, receive, send)
+            return await error(
+                413, f"request body of {declared} bytes; the limit is {limit}", "send fewer or shorter documents"
+            )(scope, receive, send)
         if method not in ("POST", "PUT", "PATCH") or (path != "/extract" and declared is not None):
             return await self.app(scope, receive, send)
         # /extract's body (and any body of undeclared length) is read here, at most the limit, then replayed.
@@ -284,7 +326,9 @@ class RequestGuard:
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > limit:
-                return await error(413, f"request body over {limit} bytes", "send fewer or shorter documents")(scope, receive, send)
+                return await error(413, f"request body over {limit} bytes", "send fewer or shorter documents")(
+                    scope, receive, send
+                )
         if path == "/extract":
             problem = extract_body_problem(body)
             if problem is not None:
@@ -356,15 +400,26 @@ class Extraction:
         return None
 
     @bentoml.api(route="/extract")
-    async def extract(self, text: str | None = None, texts: list[str] | None = None, labels: list[str] | None = None, *, ctx: bentoml.Context) -> dict:
+    async def extract(
+        self,
+        text: str | None = None,
+        texts: list[str] | None = None,
+        labels: list[str] | None = None,
+        *,
+        ctx: bentoml.Context,
+    ) -> dict:
         answer = await self._extract(text, texts, labels, ctx.request)
         if isinstance(answer, JSONResponse):
             # With a context parameter BentoML sets the status and headers from the context, not the response.
             ctx.response.status_code = answer.status_code
-            ctx.response.metadata.update({k: v for k, v in answer.headers.items() if k not in ("content-length", "content-type")})
+            ctx.response.metadata.update(
+                {k: v for k, v in answer.headers.items() if k not in ("content-length", "content-type")}
+            )
         return answer  # type: ignore[return-value]  # BentoML passes Response objects through
 
-    async def _extract(self, text: str | None, texts: list[str] | None, labels: list[str] | None, request: Request) -> dict | JSONResponse:
+    async def _extract(
+        self, text: str | None, texts: list[str] | None, labels: list[str] | None, request: Request
+    ) -> dict | JSONResponse:
         docs, problem = check_request(text, texts, labels, SETTINGS, MANIFEST["labels"])
         if problem is not None:
             return problem
@@ -381,7 +436,11 @@ class Extraction:
         try:
             results = await self._tag(docs, request)
         except Exception as exc:  # the model failed on this request's documents; the service keeps answering
-            return error(500, f"the model failed on this request: {type(exc).__name__}: {exc}", "report it with the document; other requests are unaffected")
+            return error(
+                500,
+                f"the model failed on this request: {type(exc).__name__}: {exc}",
+                "report it with the document; other requests are unaffected",
+            )
         finally:
             QUEUE.release(chars)
         if results is None:

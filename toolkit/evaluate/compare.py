@@ -80,7 +80,10 @@ def run_system(run: Run, texts: list[str]) -> System:
     if run.spec.generates:
         tps, measure = report.get("generated_tokens_per_second"), "generated tokens/s"
     else:
-        tps, measure = (round(report["tokens"] / report["seconds"], 1) if report.get("seconds") else None), "input tokens/s"
+        tps, measure = (
+            (round(report["tokens"] / report["seconds"], 1) if report.get("seconds") else None),
+            "input tokens/s",
+        )
     return System(run.path.name, run.path, run.task, predictions, unlocated, seconds, tps, measure)
 
 
@@ -104,7 +107,10 @@ def compare(
     if not labels:
         raise ToolkitError("the systems share no label", fix="compare systems trained on the same labels")
     if any(r.label_map != runs[0].label_map for r in runs[1:]):
-        raise ToolkitError("the systems were trained with different data.label_map settings", fix="compare systems trained on the same label mapping")
+        raise ToolkitError(
+            "the systems were trained with different data.label_map settings",
+            fix="compare systems trained on the same label mapping",
+        )
     other: Counter = Counter()
     # Scored on the labels the systems were trained with (their label map), shared labels only.
     records = records_for(runs[0], data, max_docs, labels=labels, other=other)
@@ -139,7 +145,8 @@ def shared_jaccard_threshold(runs: list[Run]) -> float:
     recorded = {r.jaccard_threshold for r in runs}
     if len(recorded) > 1:
         raise ToolkitError(
-            f"the systems were scored at different Jaccard thresholds ({sorted(recorded)})", fix="pass --jaccard-threshold to score them all at one"
+            f"the systems were scored at different Jaccard thresholds ({sorted(recorded)})",
+            fix="pass --jaccard-threshold to score them all at one",
         )
     return recorded.pop()
 
@@ -169,7 +176,10 @@ def summarize(
         m["run"] = str(s.path)
         results[name] = m
         counts[name] = document_counts(texts, golds, s.predictions, tolerances, jaccard_threshold, s.unlocated)
-    paired = {f"{a} - {b}": paired_bootstrap(counts[a], counts[b], tolerances, bootstrap, seed) for a, b in itertools.combinations(names, 2)}
+    paired = {
+        f"{a} - {b}": paired_bootstrap(counts[a], counts[b], tolerances, bootstrap, seed)
+        for a, b in itertools.combinations(names, 2)
+    }
     return {"boundary_tolerance_words": tolerances, "systems": results, "paired_bootstrap": paired}
 
 
@@ -192,7 +202,10 @@ def table_rows(summary: dict, tolerances: list[int]) -> tuple[list[str], list[li
         cells = [name, m["task"]]
         for c in cols:
             cells.append(f"{s[c]:.4f}" + (f" ({ci[c][0]:.3f}-{ci[c][1]:.3f})" if c in ci else ""))
-        cells += [f"{m['timing']['seconds_per_document']:.3f}", f"{m['timing']['tokens_per_second']} ({m['timing']['tokens_measure']})"]
+        cells += [
+            f"{m['timing']['seconds_per_document']:.3f}",
+            f"{m['timing']['tokens_per_second']} ({m['timing']['tokens_measure']})",
+        ]
         rows.append(cells)
     return header, rows
 
@@ -221,14 +234,22 @@ def _write_table(summary: dict, tolerances: list[int], out: Path) -> None:
     lines = [
         f"# Compare on {summary['data']} ({summary['documents']} documents; labels: {', '.join(summary['labels'])})",
         "",
-        "Values with 95% bootstrap CIs over documents. Boundary recall: a gold span whose start/end (or both) a same-label",
-        "prediction matches, exactly or within +/-k words. Hallucinated (unlocatable) generated spans count as false positives.",
+        "Values with 95% bootstrap CIs over documents. Boundary recall: a gold span whose start/end (or both) a "
+        "same-label",
+        "prediction matches, exactly or within +/-k words. Hallucinated (unlocatable) generated spans count as false "
+        "positives.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines += ["", "## Paired bootstrap (same resampled documents)", "", "| pair | metric | difference | 95% CI | p |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Paired bootstrap (same resampled documents)",
+        "",
+        "| pair | metric | difference | 95% CI | p |",
+        "|---|---|---|---|---|",
+    ]
     for pair, metrics in summary["paired_bootstrap"].items():
         for key, v in metrics.items():
             if key.endswith("recall"):
@@ -237,7 +258,9 @@ def _write_table(summary: dict, tolerances: list[int], out: Path) -> None:
                 lines.append(f"| {pair} | {key} | {v['difference']:+.4f} | {ci} | {p} |")
     lines += ["", "## Recall by gold span length (words)", ""]
     for name, m in summary["systems"].items():
-        lines.append(f"- {name}: " + ", ".join(f"{b['words']}: {b['recall']:.2f} (n={b['gold']})" for b in m["length_buckets"]))
+        lines.append(
+            f"- {name}: " + ", ".join(f"{b['words']}: {b['recall']:.2f} (n={b['gold']})" for b in m["length_buckets"])
+        )
     (out / "compare.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -251,7 +274,13 @@ def _plot_length(summary: dict, path: Path) -> None:
     for name, m in summary["systems"].items():
         b = m["length_buckets"]
         ax.plot([x["words"] for x in b], [x["recall"] for x in b], marker="o", label=f"{name} (exact)")
-        ax.plot([x["words"] for x in b], [x["jaccard_recall"] for x in b], marker="x", linestyle="--", label=f"{name} (Jaccard)")
+        ax.plot(
+            [x["words"] for x in b],
+            [x["jaccard_recall"] for x in b],
+            marker="x",
+            linestyle="--",
+            label=f"{name} (Jaccard)",
+        )
     ax.set_xlabel("gold span length (words)")
     ax.set_ylabel("recall")
     ax.set_ylim(0, 1.02)

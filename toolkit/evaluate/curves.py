@@ -17,7 +17,12 @@ from toolkit.rundir import CURVE_FILE, open_run, read_curve
 
 
 def curve_metrics(tolerances: list[int]) -> list[str]:
-    return ["boundary_both_recall", *(f"boundary_both_within_{k}_recall" for k in tolerances), "jaccard_recall", "span_precision"]
+    return [
+        "boundary_both_recall",
+        *(f"boundary_both_within_{k}_recall" for k in tolerances),
+        "jaccard_recall",
+        "span_precision",
+    ]
 
 
 def at_budget(points: list[dict], seconds: float) -> dict | None:
@@ -34,7 +39,14 @@ def summarize_curves(curves: dict[str, dict], tolerances: list[int]) -> dict:
     for name, c in curves.items():
         p = at_budget(c["points"], budget)
         common[name] = (
-            None if p is None else {"step": p["step"], "train_seconds": p["train_seconds"], **{k: p["metrics"].get(k) for k in keys}, "ci95": p["ci95"]}
+            None
+            if p is None
+            else {
+                "step": p["step"],
+                "train_seconds": p["train_seconds"],
+                **{k: p["metrics"].get(k) for k in keys},
+                "ci95": p["ci95"],
+            }
         )
     return {"common_budget_seconds": budget, "at_common_budget": common}
 
@@ -51,12 +63,20 @@ def compare_curves(paths: list[Path], out: Path, tolerances: list[int]) -> dict:
                 fix="train it with eval.curve_docs=N (e.g. `toolkit run RECIPE eval.curve_docs=10`)",
             )
         name = run.path.name if run.path.name not in curves else str(run.path)
-        curves[name] = {"run": str(run.path), "task": run.task, "model": (run.recipe.model.name if run.recipe else None), "points": points}
+        curves[name] = {
+            "run": str(run.path),
+            "task": run.task,
+            "model": (run.recipe.model.name if run.recipe else None),
+            "points": points,
+        }
     documents = {(c["points"][0]["documents"], c["points"][0]["gold_spans"]) for c in curves.values()}
     if len(documents) > 1:
         raise ToolkitError(
             "the runs' curves scored different documents: "
-            + ", ".join(f"{n}: {c['points'][0]['documents']} documents, {c['points'][0]['gold_spans']} spans" for n, c in curves.items()),
+            + ", ".join(
+                f"{n}: {c['points'][0]['documents']} documents, {c['points'][0]['gold_spans']} spans"
+                for n, c in curves.items()
+            ),
             fix="train every run on the same dev file and labels with the same eval.curve_docs",
         )
     summary = {"boundary_tolerance_words": tolerances, "systems": curves, **summarize_curves(curves, tolerances)}
@@ -96,7 +116,8 @@ def curves_markdown(summary: dict, tolerances: list[int]) -> str:
     keys = curve_metrics(tolerances)
     first = next(iter(summary["systems"].values()))["points"][0]
     lines = [
-        f"# Learning curves against training time ({first['documents']} dev documents, {first['gold_spans']} gold spans)",
+        f"# Learning curves against training time ({first['documents']} dev documents, {first['gold_spans']} gold "
+        f"spans)",
         "",
         "Training seconds count training steps only (no evaluations). Values with 95% bootstrap CIs over documents.",
         f"At the largest budget every run reached ({summary['common_budget_seconds']:.0f} s):",
@@ -104,7 +125,12 @@ def curves_markdown(summary: dict, tolerances: list[int]) -> str:
     ]
     for name, p in summary["at_common_budget"].items():
         lines.append(
-            f"- {name}: " + ("no checkpoint yet" if p is None else ", ".join(f"{k} {p[k]:.3f}" for k in keys if p.get(k) is not None) + f" (step {p['step']})")
+            f"- {name}: "
+            + (
+                "no checkpoint yet"
+                if p is None
+                else ", ".join(f"{k} {p[k]:.3f}" for k in keys if p.get(k) is not None) + f" (step {p['step']})"
+            )
         )
     for name, c in summary["systems"].items():
         lines += [
@@ -116,7 +142,9 @@ def curves_markdown(summary: dict, tolerances: list[int]) -> str:
         ]
         for p in c["points"]:
             lines.append(
-                f"| {p['step']} | {p['train_seconds']:.0f} | " + " | ".join(_cell(p, k) for k in keys) + f" | {p['inference_seconds_per_document']:.2f} |"
+                f"| {p['step']} | {p['train_seconds']:.0f} | "
+                + " | ".join(_cell(p, k) for k in keys)
+                + f" | {p['inference_seconds_per_document']:.2f} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -134,14 +162,24 @@ def _plot(summary: dict, tolerances: list[int], path: Path) -> None:
             pts = [p for p in c["points"] if key in p["metrics"]]
             x = [p["train_seconds"] / 60 for p in pts]
             y = [p["metrics"][key] for p in pts]
-            line = ax.plot(x, y, marker="o", label=f"{name} ({pts[-1]['inference_seconds_per_document']:.2f} s/doc)" if pts else name)[0]
+            line = ax.plot(
+                x,
+                y,
+                marker="o",
+                label=f"{name} ({pts[-1]['inference_seconds_per_document']:.2f} s/doc)" if pts else name,
+            )[0]
             lo = [p["ci95"].get(key, [v, v])[0] for p, v in zip(pts, y)]
             hi = [p["ci95"].get(key, [v, v])[1] for p, v in zip(pts, y)]
             ax.fill_between(x, lo, hi, alpha=0.15, color=line.get_color())
         ax.set_xlabel("training minutes (steps only)")
         ax.set_ylabel("recall")
         ax.set_ylim(0, 1.02)
-        ax.set_title(key.replace("boundary_both_", "both ends ").replace("_recall", "").replace("within_", "within +/-").replace("recall", "exact"))
+        ax.set_title(
+            key.replace("boundary_both_", "both ends ")
+            .replace("_recall", "")
+            .replace("within_", "within +/-")
+            .replace("recall", "exact")
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -38,7 +38,9 @@ def evaluate_run(
         # A segment model's curve: its decisions at every threshold of the grid, from one scoring pass.
         scores = predictor.score(texts)
         predictions, unlocated, timing = predictor.spans_at(scores), [[] for _ in texts], predictor.last_report
-        counts = threshold_counts(texts, golds, scores.segments, scores.probabilities, run.labels, jaccard_threshold=jaccard)
+        counts = threshold_counts(
+            texts, golds, scores.segments, scores.probabilities, run.labels, jaccard_threshold=jaccard
+        )
         ranking = sweep_metrics(counts, run.labels, bootstrap, 0, jaccard)
     else:
         predictions, unlocated, timing = predict_with_report(predictor, texts)
@@ -61,4 +63,10 @@ def evaluate_run(
 
 def summary_line(metrics: dict) -> str:
     s = metrics["summary"]
-    return json.dumps({k: s[k] for k in ("span_precision", "span_recall", "span_f1", "jaccard_recall", "boundary_both_recall") if k in s})
+    return json.dumps(
+        {
+            k: s[k]
+            for k in ("span_precision", "span_recall", "span_f1", "jaccard_recall", "boundary_both_recall")
+            if k in s
+        }
+    )

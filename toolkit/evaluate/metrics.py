@@ -210,11 +210,16 @@ def bootstrap_ci(docs: Sequence[DocCounts], tolerances: Sequence[int], n: int, s
     sample = rng.integers(0, len(docs), size=(n, len(docs)))
     sums = matrix[sample].sum(axis=1)
     metrics = _metrics_from_sums(names, sums, tolerances)
-    return {k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in metrics.items()}
+    return {
+        k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in metrics.items()
+    }
 
 
-def _seqeval(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: Sequence[Sequence[SpanLike]]) -> dict[str, float]:
-    """seqeval strict IOB2 entity scores on word-level tags (a flat projection: overlapping spans reduced to a largest disjoint set)."""
+def _seqeval(
+    texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: Sequence[Sequence[SpanLike]]
+) -> dict[str, float]:
+    """seqeval strict IOB2 entity scores on word-level tags (a flat projection: overlapping spans reduced to a largest
+    disjoint set)."""
     from seqeval.metrics import f1_score, precision_score, recall_score
     from seqeval.scheme import IOB2
 
@@ -239,16 +244,33 @@ def _seqeval(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: S
 
 
 def document_counts(
-    texts, golds, preds, tolerances: Sequence[int] = SCORING.boundary_tolerance, jaccard_threshold: float = SCORING.jaccard_threshold, unlocated=None
+    texts,
+    golds,
+    preds,
+    tolerances: Sequence[int] = SCORING.boundary_tolerance,
+    jaccard_threshold: float = SCORING.jaccard_threshold,
+    unlocated=None,
 ) -> list[DocCounts]:
     unlocated = unlocated or [()] * len(texts)
-    return [count_document(t, g, p, tolerances, jaccard_threshold, u) for t, g, p, u in zip(texts, golds, preds, unlocated)]
+    return [
+        count_document(t, g, p, tolerances, jaccard_threshold, u) for t, g, p, u in zip(texts, golds, preds, unlocated)
+    ]
 
 
-PAIRED_METRICS = ("span_recall", "span_precision", "span_f1", "jaccard_recall", "boundary_start_recall", "boundary_end_recall", "boundary_both_recall")
+PAIRED_METRICS = (
+    "span_recall",
+    "span_precision",
+    "span_f1",
+    "jaccard_recall",
+    "boundary_start_recall",
+    "boundary_end_recall",
+    "boundary_both_recall",
+)
 
 
-def paired_bootstrap(a: Sequence[DocCounts], b: Sequence[DocCounts], tolerances: Sequence[int], n: int = SCORING.bootstrap, seed: int = 0) -> dict[str, dict]:
+def paired_bootstrap(
+    a: Sequence[DocCounts], b: Sequence[DocCounts], tolerances: Sequence[int], n: int = SCORING.bootstrap, seed: int = 0
+) -> dict[str, dict]:
     """Difference a - b of each metric on the same resampled documents: the observed difference,
     its 95% interval, and a two-sided bootstrap p-value (how often the resampled difference
     falls on the other side of zero, doubled); with n = 0, the observed difference alone."""
@@ -259,7 +281,10 @@ def paired_bootstrap(a: Sequence[DocCounts], b: Sequence[DocCounts], tolerances:
     point_a = _metrics_from_sums(names, ma.sum(axis=0), tolerances)
     point_b = _metrics_from_sums(names, mb.sum(axis=0), tolerances)
     if n <= 0:  # no resamples asked for: the observed differences only
-        return {key: {"difference": round(float(point_a[key] - point_b[key]), 4), "ci95": None, "p_value": None} for key in PAIRED_METRICS}
+        return {
+            key: {"difference": round(float(point_a[key] - point_b[key]), 4), "ci95": None, "p_value": None}
+            for key in PAIRED_METRICS
+        }
     rng = np.random.default_rng(seed)
     sample = rng.integers(0, len(a), size=(n, len(a)))
     boot_a = _metrics_from_sums(names, ma[sample].sum(axis=1), tolerances)
@@ -343,5 +368,9 @@ def score(
             "predicted_spans": int(totals[1]) if len(docs) else 0,
             "unlocated_predictions": int(totals[7]) if len(docs) else 0,
         },
-        "settings": {"boundary_tolerance_words": list(tolerances), "jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap},
+        "settings": {
+            "boundary_tolerance_words": list(tolerances),
+            "jaccard_threshold": jaccard_threshold,
+            "bootstrap": bootstrap,
+        },
     }

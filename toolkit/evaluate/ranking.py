@@ -11,7 +11,8 @@ precision at a recall of at least 0.8 (0 when the curve never reaches it).
 Here the proposals are a system's predicted spans with their `score` (a tagger's mean token
 probability, a segment model's mean segment probability): spans are ranked by score, and each is
 matched, highest score first, to an unmatched same-label gold clause of its document at word Jaccard
-at least the run's eval.jaccard_threshold (0.5, CUAD's, by default). Curves are given per label and pooled over labels (`micro`, the paper's single curve); the
+at least the run's eval.jaccard_threshold (0.5, CUAD's, by default). Curves are given per label and pooled over labels
+(`micro`, the paper's single curve); the
 macro figure averages labels that have gold clauses. A system's figures only reflect the spans it
 proposes, so a tagger's curve stops at its recall. A segment model's spans change with the threshold
 (consecutive segments merge), so its curve is traced by deciding at every threshold of a grid instead
@@ -31,7 +32,9 @@ from toolkit.spans.overlaps import SpanLike
 RECALL_POINTS = (0.8, 0.9)
 
 
-def _ranked_hits(texts, golds, preds, label: str, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _ranked_hits(
+    texts, golds, preds, label: str, threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(score, document, hit) of every prediction of `label`, best score first, and gold counts per document.
     Matching is per document, so a document's hits do not depend on the other documents."""
     scores, docs, hits = [], [], []
@@ -50,7 +53,12 @@ def _ranked_hits(texts, golds, preds, label: str, threshold: float) -> tuple[np.
             docs.append(d)
             hits.append(hit)
     order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
-    return np.asarray(scores)[order], np.asarray(docs, dtype=int)[order], np.asarray(hits, dtype=bool)[order], gold_per_doc
+    return (
+        np.asarray(scores)[order],
+        np.asarray(docs, dtype=int)[order],
+        np.asarray(hits, dtype=bool)[order],
+        gold_per_doc,
+    )
 
 
 def _envelope(precisions: np.ndarray) -> np.ndarray:
@@ -114,7 +122,9 @@ def _bootstrap_ci(evaluate, n_docs: int, bootstrap: int, seed: int) -> dict[str,
         for scope in ("macro", "micro"):
             for k, v in result[scope].items():
                 samples.setdefault(f"{scope}_{k}", []).append(v)
-    return {k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in samples.items()}
+    return {
+        k: [round(float(np.percentile(v, 2.5)), 4), round(float(np.percentile(v, 97.5)), 4)] for k, v in samples.items()
+    }
 
 
 def _rounded(d: dict) -> dict:
@@ -154,11 +164,18 @@ def ranking_metrics(
 
     point = evaluate(np.ones(n_docs))
     return {
-        "per_label": {lb: {"support": int(ranked[lb][3].sum()), "predicted": len(ranked[lb][0]), **_rounded(v)} for lb, v in point["per_label"].items()},
+        "per_label": {
+            lb: {"support": int(ranked[lb][3].sum()), "predicted": len(ranked[lb][0]), **_rounded(v)}
+            for lb, v in point["per_label"].items()
+        },
         "macro": _rounded(point["macro"]),
         "micro": _rounded(point["micro"]),
         "ci95": _bootstrap_ci(evaluate, n_docs, bootstrap, seed),
-        "settings": {"jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap, "labels_with_gold": len(point["per_label"])},
+        "settings": {
+            "jaccard_threshold": jaccard_threshold,
+            "bootstrap": bootstrap,
+            "labels_with_gold": len(point["per_label"]),
+        },
     }
 
 
@@ -172,7 +189,11 @@ def _sweep_figures(counts: np.ndarray) -> dict:
 
 
 def sweep_metrics(
-    counts: np.ndarray, labels: Sequence[str], bootstrap: int = SCORING.bootstrap, seed: int = 0, jaccard_threshold: float = SCORING.jaccard_threshold
+    counts: np.ndarray,
+    labels: Sequence[str],
+    bootstrap: int = SCORING.bootstrap,
+    seed: int = 0,
+    jaccard_threshold: float = SCORING.jaccard_threshold,
 ) -> dict:
     """The ranking metrics of a segment model, from `evaluate.thresholds.threshold_counts` ([labels,
     thresholds, documents, 3]): each label's curve is traced by deciding at every threshold of the grid,
@@ -190,11 +211,20 @@ def sweep_metrics(
     index = {lb: j for j, lb in enumerate(labels)}
     return {
         "per_label": {
-            lb: {"support": int(totals[index[lb], 0, 2]), "predicted": int(totals[index[lb], :, 1].max()), **_rounded(v)}
+            lb: {
+                "support": int(totals[index[lb], 0, 2]),
+                "predicted": int(totals[index[lb], :, 1].max()),
+                **_rounded(v),
+            }
             for lb, v in point["per_label"].items()
         },
         "macro": _rounded(point["macro"]),
         "micro": _rounded(point["micro"]),
         "ci95": _bootstrap_ci(evaluate, n_docs, bootstrap, seed),
-        "settings": {"jaccard_threshold": jaccard_threshold, "bootstrap": bootstrap, "labels_with_gold": len(point["per_label"]), "curve": "threshold sweep"},
+        "settings": {
+            "jaccard_threshold": jaccard_threshold,
+            "bootstrap": bootstrap,
+            "labels_with_gold": len(point["per_label"]),
+            "curve": "threshold sweep",
+        },
     }

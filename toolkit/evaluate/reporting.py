@@ -40,11 +40,17 @@ METRIC_NAMES = {
 
 def metric_name(key: str) -> str:
     """A metric's name for a table row: `boundary_both_within_3_recall` -> `boundary recall: both within 3 words`."""
-    return METRIC_NAMES.get(key) or key.replace("boundary_both_within_", "boundary recall: both within ").replace("_recall", " words")
+    return METRIC_NAMES.get(key) or key.replace("boundary_both_within_", "boundary recall: both within ").replace(
+        "_recall", " words"
+    )
 
 
-def write_predictions(path: Path, records: Sequence[SpanRecord], predictions: Sequence[Sequence[PredictedSpan]]) -> None:
-    write_jsonl(path, ({"id": r.id, "spans": [p.to_dict(r.text) for p in preds]} for r, preds in zip(records, predictions)))
+def write_predictions(
+    path: Path, records: Sequence[SpanRecord], predictions: Sequence[Sequence[PredictedSpan]]
+) -> None:
+    write_jsonl(
+        path, ({"id": r.id, "spans": [p.to_dict(r.text) for p in preds]} for r, preds in zip(records, predictions))
+    )
 
 
 def markdown_report(title: str, metrics: dict, extra: dict | None = None) -> str:
@@ -54,21 +60,40 @@ def markdown_report(title: str, metrics: dict, extra: dict | None = None) -> str
         f"# {title}",
         "",
         f"{metrics['counts']['documents']} documents, {metrics['counts']['gold_spans']} gold spans, "
-        f"{metrics['counts']['predicted_spans']} predicted. 95% CIs: bootstrap over documents ({t['bootstrap']} resamples).",
+        f"{metrics['counts']['predicted_spans']} predicted. 95% CIs: bootstrap over documents ({t['bootstrap']} "
+        f"resamples).",
         "",
         "| metric | value | 95% CI |",
         "|---|---|---|",
     ]
-    rows = list(HEADLINE) + [(f"boundary_both_within_{k}_recall", f"boundary recall: both within +/-{k} words") for k in t["boundary_tolerance_words"]]
+    rows = list(HEADLINE) + [
+        (f"boundary_both_within_{k}_recall", f"boundary recall: both within +/-{k} words")
+        for k in t["boundary_tolerance_words"]
+    ]
     for key, name in rows:
         if key in s:
             lo_hi = ci.get(key)
             interval = f"{lo_hi[0]:.4f} - {lo_hi[1]:.4f}" if lo_hi else ""
             lines.append(f"| {name.format(t=t['jaccard_threshold'])} | {s[key]:.4f} | {interval} |")
-    lines += ["", "## Per label", "", "| label | support | predicted | P | R | F1 | Jaccard R |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Per label",
+        "",
+        "| label | support | predicted | P | R | F1 | Jaccard R |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for lb, v in metrics["per_label"].items():
-        lines.append(f"| {lb} | {v['support']} | {v['predicted']} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} | {v['jaccard_recall']:.3f} |")
-    lines += ["", "## Recall by gold span length (words)", "", "| words | gold | recall (exact) | recall (Jaccard) |", "|---|---|---|---|"]
+        lines.append(
+            f"| {lb} | {v['support']} | {v['predicted']} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} | "
+            f"{v['jaccard_recall']:.3f} |"
+        )
+    lines += [
+        "",
+        "## Recall by gold span length (words)",
+        "",
+        "| words | gold | recall (exact) | recall (Jaccard) |",
+        "|---|---|---|---|",
+    ]
     for b in metrics["length_buckets"]:
         lines.append(f"| {b['words']} | {b['gold']} | {b['recall']:.3f} | {b['jaccard_recall']:.3f} |")
     if "ranking" in metrics:
@@ -99,11 +124,15 @@ def ranking_lines(ranking: dict) -> list[str]:
         "|---|---|---|---|",
     ]
     for scope in ("macro", "micro"):
-        lines.append(f"| {scope} | {cell(scope, 'aupr')} | {cell(scope, 'precision_at_80_recall')} | {cell(scope, 'precision_at_90_recall')} |")
+        lines.append(
+            f"| {scope} | {cell(scope, 'aupr')} | {cell(scope, 'precision_at_80_recall')} | "
+            f"{cell(scope, 'precision_at_90_recall')} |"
+        )
     lines += ["", "| label | support | proposed | AUPR | P@80R | P@90R | max recall |", "|---|---|---|---|---|---|---|"]
     for lb, v in ranking["per_label"].items():
         lines.append(
-            f"| {lb} | {v['support']} | {v['predicted']} | {v['aupr']:.3f} | {v['precision_at_80_recall']:.3f} | {v['precision_at_90_recall']:.3f} | {v['max_recall']:.3f} |"
+            f"| {lb} | {v['support']} | {v['predicted']} | {v['aupr']:.3f} | {v['precision_at_80_recall']:.3f} | "
+            f"{v['precision_at_90_recall']:.3f} | {v['max_recall']:.3f} |"
         )
     return lines
 
@@ -132,11 +161,26 @@ def per_label_table(metrics: dict):
     """Support, predictions, P, R and F1 per label (full label names, folded where long)."""
     from rich.table import Column, Table
 
-    table = Table(Column("label", overflow="fold", max_width=36), "gold", "predicted", "precision", "recall", "F1", title="per label (exact spans)")
+    table = Table(
+        Column("label", overflow="fold", max_width=36),
+        "gold",
+        "predicted",
+        "precision",
+        "recall",
+        "F1",
+        title="per label (exact spans)",
+    )
     for label, m in metrics.get("per_label", {}).items():
         if "support" not in m:  # ranking metrics (segment runs) have their own shape
             continue
-        table.add_row(label, str(m["support"]), str(m.get("predicted", "")), f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"{m['f1']:.3f}")
+        table.add_row(
+            label,
+            str(m["support"]),
+            str(m.get("predicted", "")),
+            f"{m['precision']:.3f}",
+            f"{m['recall']:.3f}",
+            f"{m['f1']:.3f}",
+        )
     return table
 
 

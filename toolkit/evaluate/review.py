@@ -64,7 +64,9 @@ def _rendered(text: str, spans: list[tuple[int, int, str]], colors: dict[str, st
         # holding markup would inject it into the page.
         manual.append({"start_token": window.start, "end_token": window.end, "label": html.escape(tag)})
     data = {"text": text, "tokens": [t.text for t in doc], "spans": manual}
-    return displacy.render(data, style="span", manual=True, options={"colors": {html.escape(k): v for k, v in colors.items()}})
+    return displacy.render(
+        data, style="span", manual=True, options={"colors": {html.escape(k): v for k, v in colors.items()}}
+    )
 
 
 def verdict_rows(text: str, gold: Sequence[SpanLike] | None, pred: Sequence[SpanLike]) -> list[dict]:
@@ -102,7 +104,18 @@ def summary_rows(docs: list[dict], with_gold: bool) -> list[list[str]]:
         p = c["exact"] / c["predicted"] if c["predicted"] else 0.0
         r = c["exact"] / c["gold"] if c["gold"] else 0.0
         f = 2 * p * r / (p + r) if p + r else 0.0
-        out.append([label, str(c["gold"]), str(c["predicted"]), str(c["exact"]), str(c["missed"]), str(c["false positive"]), str(boundary), str(other)])
+        out.append(
+            [
+                label,
+                str(c["gold"]),
+                str(c["predicted"]),
+                str(c["exact"]),
+                str(c["missed"]),
+                str(c["false positive"]),
+                str(boundary),
+                str(other),
+            ]
+        )
         out[-1] += [f"{p:.3f}", f"{r:.3f}", f"{f:.3f}"]
     return out
 
@@ -113,18 +126,33 @@ def review_html(predictions: list[dict], gold: dict[str, SpanRecord] | None, tit
     for rec in predictions:
         g = gold.get(rec["id"]) if gold is not None else None
         if gold is not None and g is None:
-            raise ToolkitError(f"prediction {rec['id']!r} has no gold document of that id", fix="pass the gold file these predictions were made on")
+            raise ToolkitError(
+                f"prediction {rec['id']!r} has no gold document of that id",
+                fix="pass the gold file these predictions were made on",
+            )
         text = rec.get("text") or (g.text if g else None)
         if text is None:
             raise ToolkitError(
-                f"prediction {rec['id']!r} has no text and no gold document", fix="pass --gold with the documents (eval's predictions.jsonl holds ids only)"
+                f"prediction {rec['id']!r} has no text and no gold document",
+                fix="pass --gold with the documents (eval's predictions.jsonl holds ids only)",
             )
         if g is not None and rec.get("text") not in (None, g.text):
-            raise ToolkitError(f"prediction {rec['id']!r}: its text differs from the gold document's", fix="review predictions made on these documents")
+            raise ToolkitError(
+                f"prediction {rec['id']!r}: its text differs from the gold document's",
+                fix="review predictions made on these documents",
+            )
         pred = [PredictedSpan(s["start"], s["end"], s["label"], s.get("score", 1.0)) for s in rec["spans"]]
         rows = verdict_rows(text, g.spans if g is not None else None, pred)
         errors = sum(1 for r in rows if r["kind"] not in (None, "exact", "overlapped"))
-        docs.append({"id": rec["id"], "text": text, "rows": rows, "errors": errors, "gold_per_label": Counter(s.label for s in g.spans) if g else {}})
+        docs.append(
+            {
+                "id": rec["id"],
+                "text": text,
+                "rows": rows,
+                "errors": errors,
+                "gold_per_label": Counter(s.label for s in g.spans) if g else {},
+            }
+        )
     colors = {}
     for d in docs:
         for r in d["rows"]:
@@ -133,14 +161,33 @@ def review_html(predictions: list[dict], gold: dict[str, SpanRecord] | None, tit
             colors[r["tag"]] = color
     with_gold = gold is not None
     header = (
-        ["label", "gold", "predicted", "exact", "missed", "false pos.", "boundary", "split/merged/label", "P", "R", "F1"]
+        [
+            "label",
+            "gold",
+            "predicted",
+            "exact",
+            "missed",
+            "false pos.",
+            "boundary",
+            "split/merged/label",
+            "P",
+            "R",
+            "F1",
+        ]
         if with_gold
         else ["label", "predicted"]
     )
     table = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    table += "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in summary_rows(docs, with_gold))
+    table += "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in summary_rows(docs, with_gold)
+    )
     legend = (
-        "".join(f'<span class="key" style="background:{c}">{html.escape(t or "exact")}</span>' for t, c in dict(STYLE.values()).items()) if with_gold else ""
+        "".join(
+            f'<span class="key" style="background:{c}">{html.escape(t or "exact")}</span>'
+            for t, c in dict(STYLE.values()).items()
+        )
+        if with_gold
+        else ""
     )
     body = []
     for d in docs:
@@ -152,8 +199,18 @@ def review_html(predictions: list[dict], gold: dict[str, SpanRecord] | None, tit
             f"<h2>{html.escape(d['id'])} <small>{len(d['rows'])} spans{errors_note}</small></h2>"
             f"{_rendered(d['text'], spans, colors)}</section>"
         )
-    toggle = '<label><input type="checkbox" id="only-errors"> show only documents with errors</label>' if with_gold else ""
-    return PAGE.format(title=html.escape(title), table=table, legend=legend, toggle=toggle, docs="\n".join(body), n=len(docs), note=html.escape(note))
+    toggle = (
+        '<label><input type="checkbox" id="only-errors"> show only documents with errors</label>' if with_gold else ""
+    )
+    return PAGE.format(
+        title=html.escape(title),
+        table=table,
+        legend=legend,
+        toggle=toggle,
+        docs="\n".join(body),
+        n=len(docs),
+        note=html.escape(note),
+    )
 
 
 def load_predictions(path: Path) -> list[dict]:
@@ -167,7 +224,8 @@ def load_predictions(path: Path) -> list[dict]:
                 assert isinstance(rec, dict) and "id" in rec and isinstance(rec.get("spans"), list)
             except (json.JSONDecodeError, AssertionError):
                 raise ToolkitError(
-                    f"{path}, line {n}: not a prediction record", fix='each line needs {"id": ..., "spans": [...]} (toolkit predict or toolkit eval output)'
+                    f"{path}, line {n}: not a prediction record",
+                    fix='each line needs {"id": ..., "spans": [...]} (toolkit predict or toolkit eval output)',
                 ) from None
             out.append(rec)
     if not out:
@@ -179,8 +237,10 @@ PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 1.5em; max-width: 70em; }}
-table {{ border-collapse: collapse; margin-bottom: 1em; }} td, th {{ border: 1px solid #ccc; padding: 2px 8px; text-align: right; }}
-td:first-child {{ text-align: left; }} .key {{ padding: 1px 6px; margin-right: 6px; border-radius: 3px; font-size: 0.85em; }}
+table {{ border-collapse: collapse; margin-bottom: 1em; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 8px; text-align: right; }}
+td:first-child {{ text-align: left; }}
+.key {{ padding: 1px 6px; margin-right: 6px; border-radius: 3px; font-size: 0.85em; }}
 section.doc {{ border-top: 1px solid #ddd; padding-top: 0.5em; }} h2 small {{ font-weight: normal; color: #666; }}
 body.only-errors section.doc[data-errors="0"] {{ display: none; }}
 </style></head>
@@ -197,7 +257,9 @@ if (box) box.addEventListener("change", () => document.body.classList.toggle("on
 """
 
 
-def write_review(predictions_path: Path, out: Path, gold_path: str | None = None, label_map: dict[str, str] | None = None) -> dict:
+def write_review(
+    predictions_path: Path, out: Path, gold_path: str | None = None, label_map: dict[str, str] | None = None
+) -> dict:
     """Write the page. `label_map` renames gold labels first (a run's `data.label_map`); gold spans of
     labels the predictions never use are then left out, and counted on the page."""
     from toolkit.data.records import load_records, map_record_labels
@@ -212,7 +274,10 @@ def write_review(predictions_path: Path, out: Path, gold_path: str | None = None
         other = Counter(s.label for r in records for s in r.spans if s.label not in labels)
         gold = {r.id: r.model_copy(update={"spans": [s for s in r.spans if s.label in labels]}) for r in records}
         if other:
-            note = f"Gold spans of {len(other)} labels the predictions never use were left out ({sum(other.values())} spans)."
+            note = (
+                f"Gold spans of {len(other)} labels the predictions never use were left out ({sum(other.values())} "
+                f"spans)."
+            )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(review_html(predictions, gold, f"Review of {Path(predictions_path).name}", note), encoding="utf-8")

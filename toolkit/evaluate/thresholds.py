@@ -2,7 +2,8 @@
 Pure (no torch, no I/O).
 
 A label's threshold is the one of THRESHOLD_GRID that maximises its Jaccard F1 (one-to-one matching at
-the run's eval.jaccard_threshold, CUAD's 0.5 by default) on the documents given. Thresholds chosen on a set and scored on the same
+the run's eval.jaccard_threshold, CUAD's 0.5 by default) on the documents given. Thresholds chosen on a set and scored
+on the same
 set flatter the model, so `cross_fitted_from_counts` also gives each document thresholds chosen on the
 other fold: scoring those predictions is an honest estimate of what the saved thresholds will do on
 new documents.
@@ -23,9 +24,27 @@ from toolkit.scoring import SCORING
 from toolkit.spans.overlaps import SpanLike
 
 # Balanced positive weights push probabilities up, so the grid is fine near 1; plain BCE on rare labels
-# keeps them near 0 (an unweighted model on 80 CUAD contracts never reached 0.05), so it is fine near 0 too.
+# keeps them near 0 (an unweighted CUAD model's never reached 0.05), so it is fine near 0 too.
 THRESHOLD_GRID = tuple(
-    round(float(x), 3) for x in [0.001, 0.002, 0.005, 0.01, 0.02, 0.03, *np.arange(0.05, 0.9, 0.05), 0.9, 0.925, 0.95, 0.96, 0.97, 0.98, 0.99, 0.995, 0.999]
+    round(float(x), 3)
+    for x in [
+        0.001,
+        0.002,
+        0.005,
+        0.01,
+        0.02,
+        0.03,
+        *np.arange(0.05, 0.9, 0.05),
+        0.9,
+        0.925,
+        0.95,
+        0.96,
+        0.97,
+        0.98,
+        0.99,
+        0.995,
+        0.999,
+    ]
 )
 
 
@@ -40,7 +59,10 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 def _matches(gsets: list[set[str]], psets: list[set[str]], threshold: float) -> int:
     """One-to-one matches at word Jaccard >= threshold (greedy, best Jaccard first)."""
-    pairs = sorted(((j, i, k) for k, p in enumerate(psets) for i, g in enumerate(gsets) if (j := jaccard(g, p)) >= threshold), reverse=True)
+    pairs = sorted(
+        ((j, i, k) for k, p in enumerate(psets) for i, g in enumerate(gsets) if (j := jaccard(g, p)) >= threshold),
+        reverse=True,
+    )
     used_g, used_p = set(), set()
     for _, i, k in pairs:
         if i not in used_g and k not in used_p:
@@ -67,7 +89,11 @@ def threshold_counts(
             for t_index, t in enumerate(grid):
                 runs = _runs(p[:, j] >= t) if len(segs) else []
                 psets = [cache.setdefault(r, word_set(text[segs[r[0]][0] : segs[r[1]][1]])) for r in runs]
-                out[j, t_index, d] = (_matches(gsets, psets, jaccard_threshold) if runs and gsets else 0, len(runs), len(gsets))
+                out[j, t_index, d] = (
+                    _matches(gsets, psets, jaccard_threshold) if runs and gsets else 0,
+                    len(runs),
+                    len(gsets),
+                )
     return out
 
 
@@ -76,7 +102,9 @@ def _f1(counts: np.ndarray) -> np.ndarray:
     return np.where(n_pred + n_gold > 0, 2 * tp / np.maximum(n_pred + n_gold, 1), 0.0)
 
 
-def choose_from_counts(counts: np.ndarray, default: float = SCORING.decision_threshold, grid: Sequence[float] = THRESHOLD_GRID) -> list[float]:
+def choose_from_counts(
+    counts: np.ndarray, default: float = SCORING.decision_threshold, grid: Sequence[float] = THRESHOLD_GRID
+) -> list[float]:
     """The best grid threshold per label from `threshold_counts` summed over the documents given;
     ties go to the higher threshold (fewer, surer spans for a reviewer); `default` without gold spans."""
     totals = counts.sum(axis=2)  # [labels, thresholds, 3]

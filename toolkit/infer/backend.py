@@ -21,7 +21,10 @@ def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) 
     if run.runtime == "onnx":
         import optimum.onnxruntime as ort_models
 
-        ort_class = {"AutoModelForTokenClassification": "ORTModelForTokenClassification", "AutoModelForCausalLM": "ORTModelForCausalLM"}[auto_class]
+        ort_class = {
+            "AutoModelForTokenClassification": "ORTModelForTokenClassification",
+            "AutoModelForCausalLM": "ORTModelForCausalLM",
+        }[auto_class]
         # The ONNX graph is the model here: read its own config, never re-export.
         model = getattr(ort_models, ort_class).from_pretrained(
             directory, file_name=ONNX_FILE, provider="CPUExecutionProvider", session_options=_session_options()

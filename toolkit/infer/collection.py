@@ -58,7 +58,8 @@ class PredictionSink:
                 self.done.add((obj["meta"]["source"], obj["id"]))
             except (json.JSONDecodeError, KeyError, TypeError):
                 raise ToolkitError(
-                    f"{self.out}, line {n}: not a prediction line of `toolkit predict`, so the run cannot resume from it",
+                    f"{self.out}, line {n}: not a prediction line of `toolkit predict`, so the run cannot resume from "
+                    f"it",
                     fix="write to a new -o file, or remove the file to start again",
                 ) from None
         if lines[-1].strip():
@@ -81,7 +82,12 @@ class PredictionSink:
             if key in self.done:
                 line = obj["meta"].get("line")
                 obj, kind = (
-                    {"source": key[0], "id": key[1], "reason": f"id {key[1]!r} appears again (line {line})", "fix": "give every record its own id"},
+                    {
+                        "source": key[0],
+                        "id": key[1],
+                        "reason": f"id {key[1]!r} appears again (line {line})",
+                        "fix": "give every record its own id",
+                    },
                     "failure",
                 )
             else:
@@ -122,14 +128,17 @@ def predict_collection(
     progress=None,
 ) -> dict:
     """Predict on every document under `inputs`; returns the summary (also what the CLI prints).
-    `progress(advanced, total)` is called once with the documents in the inputs, then as rows arrive; `ray_address` (e.g. "local", "auto", "ray://head:10001")
+    `progress(advanced, total)` is called once with the documents in the inputs, then as rows arrive; `ray_address`
+    (e.g. "local", "auto", "ray://head:10001")
     runs the same per-document functions on Ray Data."""
     from toolkit.rundir import open_run
 
     if fmt not in FORMATS:
         raise ToolkitError(f"unknown --format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
     if batch_size < 1 or (ray_actors is not None and ray_actors < 1) or ray_cpus_per_actor < 1:
-        raise ToolkitError("--batch-size, --ray-actors and --ray-cpus-per-actor must be at least 1", fix="e.g. --batch-size 16")
+        raise ToolkitError(
+            "--batch-size, --ray-actors and --ray-cpus-per-actor must be at least 1", fix="e.g. --batch-size 16"
+        )
     open_run(model)  # a clear error for a path that is not a run or artifact, before any work
     files, skipped = list_sources(inputs)
     sink = PredictionSink(stream_path(out, fmt))

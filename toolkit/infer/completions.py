@@ -64,14 +64,18 @@ class WindowView:
     segment_ids: tuple[int, ...] = ()
 
 
-def window_view(spec: CompletionSpec, doc: int, doc_text: str, start: int, end: int, doc_segments: Sequence[tuple[int, int]] = ()) -> WindowView:
+def window_view(
+    spec: CompletionSpec, doc: int, doc_text: str, start: int, end: int, doc_segments: Sequence[tuple[int, int]] = ()
+) -> WindowView:
     if spec.target != "segments":
         return WindowView(doc, start, end, doc_text[start:end])
     inside = [(k, (max(a, start), min(b, end))) for k, (a, b) in enumerate(doc_segments) if a < end and start < b]
     return WindowView(doc, start, end, doc_text[start:end], tuple(s for _, s in inside), tuple(k for k, _ in inside))
 
 
-def document_views(tokenizer, texts: Sequence[str], spec: CompletionSpec, max_length: int, stride: int) -> tuple[list[WindowView], list[list[tuple[int, int]]]]:
+def document_views(
+    tokenizer, texts: Sequence[str], spec: CompletionSpec, max_length: int, stride: int
+) -> tuple[list[WindowView], list[list[tuple[int, int]]]]:
     """Every window of every document as the decoder reads it, and each document's segments (segments
     target; empty lists otherwise). Training features and the SpanGenerator both build windows here."""
     segments = [segment_text(t) for t in texts] if spec.target == "segments" else [[] for _ in texts]
@@ -88,9 +92,15 @@ def prompt_body(spec: CompletionSpec, view: WindowView, doc_text: str, labels: S
     names = ", ".join(labels)
     if spec.target == "segments":
         listing = "\n".join(segment_lines(view, doc_text))
-        return f"Which numbered segments belong to these labels: {names}? Answer one line per run of segments, as first-last: label.\nSegments:\n{listing}\nAnswer:\n"
+        return (
+            f"Which numbered segments belong to these labels: {names}? Answer one line per run of segments, as "
+            f"first-last: label.\nSegments:\n{listing}\nAnswer:\n"
+        )
     if spec.target == "anchors":
-        return f"Extract the spans of these labels: {names}. Name each span by its first and last words, as label: start ... end.\nText:\n{view.text}\nSpans:\n"
+        return (
+            f"Extract the spans of these labels: {names}. Name each span by its first and last words, as label: start "
+            f"... end.\nText:\n{view.text}\nSpans:\n"
+        )
     return build_prompt(view.text, labels)
 
 
@@ -103,7 +113,11 @@ def anchor_text(text: str, words: int) -> str:
 
 
 def build_completion(
-    spec: CompletionSpec, view: WindowView, spans: Sequence[SpanLike], labels: Sequence[str], doc_segments: Sequence[tuple[int, int]] = ()
+    spec: CompletionSpec,
+    view: WindowView,
+    spans: Sequence[SpanLike],
+    labels: Sequence[str],
+    doc_segments: Sequence[tuple[int, int]] = (),
 ) -> str:
     """The training target for one window: `spans` are the document's spans (document offsets); for text
     and anchors only those wholly inside the window are written."""
@@ -124,7 +138,13 @@ def build_completion(
     inside = [s for s in spans if view.start <= s.start and s.end <= view.end]
     if spec.target == "anchors":
         ordered = sorted(inside, key=lambda s: (s.start, s.end, s.label))
-        return "".join(f"{s.label}: {anchor_text(view.text[s.start - view.start : s.end - view.start], spec.anchor_words)}\n" for s in ordered) or f"{NONE}\n"
+        return (
+            "".join(
+                f"{s.label}: {anchor_text(view.text[s.start - view.start : s.end - view.start], spec.anchor_words)}\n"
+                for s in ordered
+            )
+            or f"{NONE}\n"
+        )
     return build_target(view.text, inside, view.start)
 
 
@@ -180,7 +200,9 @@ def _read_segments(view: WindowView, output: str, labels: Sequence[str]) -> Wind
     return reading
 
 
-def _read_anchors(spec: CompletionSpec, view: WindowView, lines: Sequence[GeneratedLine], reading: WindowReading) -> WindowReading:
+def _read_anchors(
+    spec: CompletionSpec, view: WindowView, lines: Sequence[GeneratedLine], reading: WindowReading
+) -> WindowReading:
     whole = [ln for ln in lines if ANCHOR_GAP not in ln.text]
     found = recover_offsets(view.text, whole, spec.min_similarity)
     for s in found.spans:
@@ -201,7 +223,9 @@ def _read_anchors(spec: CompletionSpec, view: WindowView, lines: Sequence[Genera
             continue
         method = "anchors" if start[0].method == end[0].method == "exact" else "anchors-fuzzy"
         score = min(start[0].similarity, end[0].similarity) / 100.0
-        reading.spans.append(PredictedSpan(view.start + start[0].start, view.start + after + end[0].end, ln.label, score))
+        reading.spans.append(
+            PredictedSpan(view.start + start[0].start, view.start + after + end[0].end, ln.label, score)
+        )
         reading.methods.append(method)
     return reading
 
@@ -229,4 +253,7 @@ def document_spans(
         for k, label in set(reading.votes):
             votes[k, index[label]] += 1
     share = votes / np.maximum(held, 1)[:, None]
-    return [PredictedSpan(a, b, label, score) for a, b, label, score in merge_segments(doc_segments, share, labels, [SEGMENT_VOTE] * len(labels))]
+    return [
+        PredictedSpan(a, b, label, score)
+        for a, b, label, score in merge_segments(doc_segments, share, labels, [SEGMENT_VOTE] * len(labels))
+    ]

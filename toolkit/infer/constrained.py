@@ -66,11 +66,17 @@ class AnchorGrammar(LineGrammar):
     def _span(self, rest: str, partial: bool) -> bool:
         head, gap, tail = rest.partition(ANCHOR_GAP)
         if gap:
-            return bool(head) and head in self.window and ((tail in self.window) if partial else (bool(tail) and tail in self.window))
+            return (
+                bool(head)
+                and head in self.window
+                and ((tail in self.window) if partial else (bool(tail) and tail in self.window))
+            )
         if rest and rest in self.window:
             return True
         # A partial line may be in the middle of writing the gap.
-        return partial and any(rest.endswith(ANCHOR_GAP[:i]) and rest[:-i] and rest[:-i] in self.window for i in range(1, len(ANCHOR_GAP)))
+        return partial and any(
+            rest.endswith(ANCHOR_GAP[:i]) and rest[:-i] and rest[:-i] in self.window for i in range(1, len(ANCHOR_GAP))
+        )
 
     def _complete_line(self, line: str) -> bool:
         return line == self.none or any(line.startswith(h) and self._span(line[len(h) :], False) for h in self.headers)
@@ -171,7 +177,9 @@ def _token_pieces(tokenizer) -> list[str]:
     """Decoded text of every token id, cached on the tokenizer; pieces of a split UTF-8 character are empty."""
     pieces = getattr(tokenizer, "_toolkit_token_pieces", None)
     if pieces is None or len(pieces) != len(tokenizer):
-        decoded = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        decoded = tokenizer.batch_decode(
+            [[i] for i in range(len(tokenizer))], skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
         pieces = ["" if "\ufffd" in p else p for p in decoded]
         tokenizer._toolkit_token_pieces = pieces
     return pieces

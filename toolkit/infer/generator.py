@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.infer.backend import autocast_context, load_model_dir
-from toolkit.infer.completions import CompletionSpec, WindowReading, document_spans, document_views, prompt_body, read_completion
+from toolkit.infer.completions import (
+    CompletionSpec,
+    WindowReading,
+    document_spans,
+    document_views,
+    prompt_body,
+    read_completion,
+)
 from toolkit.infer.prompts import render_prompt
 from toolkit.infer.selector import WindowSelector
 from toolkit.rundir import ModelMeta, Run, open_run
@@ -56,20 +63,27 @@ class SpanGenerator:
 
     def prompt(self, texts: Sequence[str], view) -> str:
         """One window's prompt as the model sees it (export parity reads the same)."""
-        return render_prompt(self.tokenizer, prompt_body(self.spec, view, texts[view.doc], self.labels), self.meta.generation.chat_template)
+        return render_prompt(
+            self.tokenizer,
+            prompt_body(self.spec, view, texts[view.doc], self.labels),
+            self.meta.generation.chat_template,
+        )
 
     def views(self, texts: Sequence[str]) -> tuple[list, list[list[tuple[int, int]]]]:
         """Every window of every document as the decoder reads it, and each document's segments (segments target)."""
         return document_views(self.tokenizer, list(texts), self.spec, self.meta.max_length, self.meta.stride)
 
     def generate(self, prompts: Sequence[str], grammars: Sequence | None) -> tuple[list[tuple[str, bool]], int]:
-        """Greedy completions for a batch of prompts (left-padded): (text, ended with EOS) each, and the generated-token count."""
+        """Greedy completions for a batch of prompts (left-padded): (text, ended with EOS) each, and the generated-token
+        count."""
         import torch
 
         from toolkit.infer.constrained import make_copy_processor
 
         self.tokenizer.padding_side = "left"
-        enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False).to(self.device)
+        enc = self.tokenizer(
+            list(prompts), return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False
+        ).to(self.device)
         width = enc["input_ids"].shape[1]
         processors = [make_copy_processor(self.tokenizer, grammars, width)] if grammars is not None else None
         with torch.inference_mode(), autocast_context(self.device, self.autocast):
@@ -88,10 +102,14 @@ class SpanGenerator:
                 row = row[: row.index(self.tokenizer.eos_token_id) + 1]
             row = [t for t in row if t != self.tokenizer.pad_token_id]
             count += len(row)
-            texts.append((self.tokenizer.decode(row, skip_special_tokens=True, clean_up_tokenization_spaces=False), finished))
+            texts.append(
+                (self.tokenizer.decode(row, skip_special_tokens=True, clean_up_tokenization_spaces=False), finished)
+            )
         return texts, count
 
-    def predict(self, texts: Sequence[str], constrained: bool | None = None, batch_size: int | None = None) -> list[list[PredictedSpan]]:
+    def predict(
+        self, texts: Sequence[str], constrained: bool | None = None, batch_size: int | None = None
+    ) -> list[list[PredictedSpan]]:
         from toolkit.infer.constrained import grammar_for
 
         constrained = self.meta.generation.constrained if constrained is None else constrained
@@ -119,9 +137,16 @@ class SpanGenerator:
         by_doc: list[list[int]] = [[] for _ in texts]
         for i, v in enumerate(views):
             by_doc[v.doc].append(i)
-        spans = [document_spans(self.spec, [views[i] for i in idx], [readings[i] for i in idx], self.labels, segments[d]) for d, idx in enumerate(by_doc)]
+        spans = [
+            document_spans(self.spec, [views[i] for i in idx], [readings[i] for i in idx], self.labels, segments[d])
+            for d, idx in enumerate(by_doc)
+        ]
         seconds = time.perf_counter() - started
-        hallucinated = [{"doc": views[i].doc, "label": h.label, "text": h.text} for i, r in enumerate(readings) for h in r.hallucinated]
+        hallucinated = [
+            {"doc": views[i].doc, "label": h.label, "text": h.text}
+            for i, r in enumerate(readings)
+            for h in r.hallucinated
+        ]
         methods = Counter(m for r in readings for m in r.methods)
         self.last_report = {
             "seconds": round(seconds, 2),

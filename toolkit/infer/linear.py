@@ -60,7 +60,11 @@ class LinearSegmentClassifier(SegmentDecisions):
         for doc in inputs:
             out.append(probs[at : at + len(doc)].reshape(len(doc), len(self.labels)))
             at += len(doc)
-        self.last_report = {"seconds": time.perf_counter() - start, "windows": sum(len(s) for s in segments), "tokens": 0}
+        self.last_report = {
+            "seconds": time.perf_counter() - start,
+            "windows": sum(len(s) for s in segments),
+            "tokens": 0,
+        }
         return SegmentScores(segments, out)
 
     def predict(self, texts: Sequence[str], batch_size: int | None = None) -> list[list[PredictedSpan]]:

@@ -24,7 +24,10 @@ NONE = "none"
 
 
 def build_prompt(window_text: str, labels: Sequence[str]) -> str:
-    return f"Extract the spans of these labels, copied verbatim from the text: {', '.join(labels)}.\nText:\n{window_text}\nSpans:\n"
+    return (
+        f"Extract the spans of these labels, copied verbatim from the text: "
+        f"{', '.join(labels)}.\nText:\n{window_text}\nSpans:\n"
+    )
 
 
 def build_target(window_text: str, spans: Sequence[SpanLike], offset: int = 0) -> str:
@@ -72,5 +75,7 @@ def parse_output(output: str, labels: Sequence[str]) -> ParsedOutput:
 def render_prompt(tokenizer, prompt: str, chat_template: bool) -> str:
     """A prompt (`completions.prompt_body`) as the model sees it: plain, or wrapped in the tokenizer's chat template."""
     if chat_template:
-        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
     return prompt

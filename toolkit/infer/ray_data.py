@@ -77,15 +77,31 @@ def connect(address: str) -> dict:
 
     if not ray.is_initialized():
         try:
-            ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(
+                address=None if address == "local" else address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         except ConnectionError as exc:
-            raise ToolkitError(f"cannot reach a Ray cluster at {address!r}: {exc}", fix="start one (`ray start --head`), or pass --ray local") from None
+            raise ToolkitError(
+                f"cannot reach a Ray cluster at {address!r}: {exc}",
+                fix="start one (`ray start --head`), or pass --ray local",
+            ) from None
     # Ray Data logs every execution plan at INFO; the command prints its own summary.
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     return ray.cluster_resources()
 
 
-def ray_rows(model: Path, files: list[Path], done: frozenset, batch_size: int, address: str, actors: int | None, cpus_per_actor: int = 1) -> Iterator[str]:
+def ray_rows(
+    model: Path,
+    files: list[Path],
+    done: frozenset,
+    batch_size: int,
+    address: str,
+    actors: int | None,
+    cpus_per_actor: int = 1,
+) -> Iterator[str]:
     """Output rows, in input order, from a Ray Data pipeline: read tasks, then `actors` model actors of
     `cpus_per_actor` CPUs each (Ray sets each actor's thread count to its CPUs); by default as many
     actors as the cluster's CPUs allow."""
@@ -100,9 +116,11 @@ def ray_rows(model: Path, files: list[Path], done: frozenset, batch_size: int, a
     # Reading is light next to the model, and reserving a CPU for it would leave read tasks waiting on
     # the actors' CPUs (each actor holds its own) for ever: read tasks reserve none. Tasks that reserve
     # nothing are not limited by CPUs, though, and Ray started a worker process per pending read task
-    # (load average 16 on 2 cores, every Ray run 2.5x slower than local): the pool is capped at one
-    # reader per actor.
-    dataset = dataset.flat_map(_extract, fn_kwargs={"done": done}, num_cpus=0, compute=ray.data.TaskPoolStrategy(size=actors))
+    # (far more processes than cores, every run slower than a local one: docs/benchmarks.md): the pool
+    # is capped at one reader per actor.
+    dataset = dataset.flat_map(
+        _extract, fn_kwargs={"done": done}, num_cpus=0, compute=ray.data.TaskPoolStrategy(size=actors)
+    )
     dataset = dataset.map_batches(
         Predictor,
         fn_constructor_kwargs={"model": str(Path(model).resolve()), "batch_size": batch_size},

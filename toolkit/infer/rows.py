@@ -15,10 +15,14 @@ from toolkit.data.documents import DocumentError, InputDocument, count_documents
 
 
 def failure_row(source: str, doc_id: str | None, reason: str, fix: str) -> str:
-    return json.dumps({"kind": "failure", "source": source, "id": doc_id, "reason": reason, "fix": fix}, ensure_ascii=False)
+    return json.dumps(
+        {"kind": "failure", "source": source, "id": doc_id, "reason": reason, "fix": fix}, ensure_ascii=False
+    )
 
 
-def extract_file(path: str, done: frozenset[tuple[str, str]] = frozenset(), piece: tuple[int, int, int] | None = None) -> list[str]:
+def extract_file(
+    path: str, done: frozenset[tuple[str, str]] = frozenset(), piece: tuple[int, int, int] | None = None
+) -> list[str]:
     """One file's documents (rows of kind `document`; only the lines of `piece` of a JSONL file) and
     failures, leaving out documents already done."""
     rows: list[str] = []
@@ -31,16 +35,33 @@ def extract_file(path: str, done: frozenset[tuple[str, str]] = frozenset(), piec
                 rows.append(failure_row(path, doc_id, problem.reason, problem.fix))
             elif item.key not in done:
                 rows.append(json.dumps({"kind": "document", **item.to_dict()}, ensure_ascii=False))
-        if not read_any and path.endswith(".jsonl") and (piece is None or piece[0] == 0) and count_documents(Path(path)) == 0:
+        if (
+            not read_any
+            and path.endswith(".jsonl")
+            and (piece is None or piece[0] == 0)
+            and count_documents(Path(path)) == 0
+        ):
             rows.append(
-                failure_row(path, None, "no documents (the file is empty, or only blank lines)", "write one JSON record per line, or pass the right file")
+                failure_row(
+                    path,
+                    None,
+                    "no documents (the file is empty, or only blank lines)",
+                    "write one JSON record per line, or pass the right file",
+                )
             )
     except DocumentError as exc:
         rows.append(failure_row(path, None, exc.reason, exc.fix))
     except (OSError, UnicodeDecodeError) as exc:
         rows.append(failure_row(path, None, f"cannot read: {exc}", "check the file's permissions and encoding (UTF-8)"))
     except Exception as exc:  # noqa: BLE001 - no file may end the run: whatever a reader meets is this file's failure
-        rows.append(failure_row(path, None, f"reading failed: {type(exc).__name__}: {exc}", "report it with this file; the other files went on"))
+        rows.append(
+            failure_row(
+                path,
+                None,
+                f"reading failed: {type(exc).__name__}: {exc}",
+                "report it with this file; the other files went on",
+            )
+        )
     return rows
 
 
@@ -55,7 +76,14 @@ def predict_rows(predictor, documents: list[InputDocument], model_id: str, batch
         if len(documents) > 1:
             return [row for d in documents for row in predict_rows(predictor, [d], model_id, batch_size)]
         d = documents[0]
-        return [failure_row(d.source, d.id, f"prediction failed: {type(exc).__name__}: {exc}", "report it with this document; the others went on")]
+        return [
+            failure_row(
+                d.source,
+                d.id,
+                f"prediction failed: {type(exc).__name__}: {exc}",
+                "report it with this document; the others went on",
+            )
+        ]
     return [
         json.dumps(
             {

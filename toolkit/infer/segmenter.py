@@ -46,10 +46,16 @@ class SegmentDecisions:
     def score(self, texts: Sequence[str], batch_size: int = 16) -> SegmentScores:
         raise NotImplementedError
 
-    def spans_at(self, scores: SegmentScores, thresholds: Sequence[float] | Sequence[Sequence[float]] | None = None) -> list[list[PredictedSpan]]:
+    def spans_at(
+        self, scores: SegmentScores, thresholds: Sequence[float] | Sequence[Sequence[float]] | None = None
+    ) -> list[list[PredictedSpan]]:
         """Spans at the saved thresholds, or at others (one list for all documents, or one per document)."""
         thresholds = self.thresholds if thresholds is None else thresholds
-        per_doc = thresholds if thresholds and isinstance(thresholds[0], (list, tuple)) else [thresholds] * len(scores.segments)
+        per_doc = (
+            thresholds
+            if thresholds and isinstance(thresholds[0], (list, tuple))
+            else [thresholds] * len(scores.segments)
+        )
         return [
             [PredictedSpan(a, b, label, score) for a, b, label, score in merge_segments(segs, p, self.labels, t)]
             for segs, p, t in zip(scores.segments, scores.probabilities, per_doc)
@@ -63,22 +69,32 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         Tagger.__init__(self, model, tokenizer, meta, device)
         self.init_decisions(meta)
 
-    def probabilities(self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]) -> tuple[list, list[np.ndarray]]:
+    def probabilities(
+        self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
+    ) -> tuple[list, list[np.ndarray]]:
         """(segments, [segments x labels] probabilities) per document."""
         segments = [segment_text(t) for t in texts]
         by_doc: list[tuple[list, list]] = [([], []) for _ in texts]
         for w, window_logits in zip(windows, logits):
             by_doc[w.doc][0].append(token_segments(w.offsets, segments[w.doc]))
             by_doc[w.doc][1].append(window_logits)
-        probs = [sigmoid(segment_logits(len(segs), len(self.labels), ids, lg)) for segs, (ids, lg) in zip(segments, by_doc)]
+        probs = [
+            sigmoid(segment_logits(len(segs), len(self.labels), ids, lg)) for segs, (ids, lg) in zip(segments, by_doc)
+        ]
         return segments, probs
 
-    def decode(self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]) -> list[list[PredictedSpan]]:
+    def decode(
+        self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
+    ) -> list[list[PredictedSpan]]:
         return self.spans_at(SegmentScores(*self.probabilities(texts, windows, logits)))
 
     def score(self, texts: Sequence[str], batch_size: int = 16) -> SegmentScores:
         start = time.perf_counter()
         windows = self.windows(texts)
         scores = SegmentScores(*self.probabilities(texts, windows, self.logits(windows, batch_size)))
-        self.last_report = {"seconds": time.perf_counter() - start, "windows": len(windows), "tokens": sum(len(w.input_ids) for w in windows)}
+        self.last_report = {
+            "seconds": time.perf_counter() - start,
+            "windows": len(windows),
+            "tokens": sum(len(w.input_ids) for w in windows),
+        }
         return scores

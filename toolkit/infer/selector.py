@@ -62,7 +62,11 @@ def fit_window_selector(texts: Sequence[str], positive: Sequence[bool], recall: 
     n_neg = len(positive) - n_pos
     folds = min(3, n_pos, n_neg)
     if folds < 2:
-        report = {"kind": "linear", "fitted": False, "reason": f"{n_pos} windows with spans and {n_neg} without: too few to fit; every window is kept"}
+        report = {
+            "kind": "linear",
+            "fitted": False,
+            "reason": f"{n_pos} windows with spans and {n_neg} without: too few to fit; every window is kept",
+        }
         return SelectorFit(None, 0.0, [True] * len(texts), report)
     y = np.asarray(positive, dtype=int)
     cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
@@ -111,7 +115,9 @@ class WindowSelector:
         return (self.pipeline.predict_proba(list(texts))[:, 1] >= self.threshold).tolist()
 
 
-def spans_reachable(windows: Sequence, kept: Sequence[bool], spans_per_doc: Sequence[Sequence], whole: bool) -> tuple[int, int]:
+def spans_reachable(
+    windows: Sequence, kept: Sequence[bool], spans_per_doc: Sequence[Sequence], whole: bool
+) -> tuple[int, int]:
     """(spans a kept window can produce, all spans): with `whole`, a kept window must hold the span whole
     (text and anchors); otherwise it must hold some of it (segments, where windows add up)."""
     reach = 0
@@ -124,6 +130,9 @@ def spans_reachable(windows: Sequence, kept: Sequence[bool], spans_per_doc: Sequ
         for s in spans:
             total += 1
             inside = by_doc.get(doc, [])
-            if any((w.start <= s.start and s.end <= w.end) if whole else (w.start < s.end and s.start < w.end) for w in inside):
+            if any(
+                (w.start <= s.start and s.end <= w.end) if whole else (w.start < s.end and s.start < w.end)
+                for w in inside
+            ):
                 reach += 1
     return reach, total

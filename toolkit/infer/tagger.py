@@ -31,8 +31,8 @@ class Tagger:
         # "bfloat16": run a PyTorch model under autocast (machines with bf16 units); None: as stored.
         self.autocast: str | None = None
         # True: one window per forward pass. PyTorch picks matmul kernels by shape, so a window padded to
-        # its batch's width gets scores that move in the last bits (9 of 30 NCBI documents under bf16,
-        # docs/benchmarks.md); alone, its answer never depends on its neighbours. ONNX Runtime's answers
+        # its batch's width gets scores that move in the last bits (measured under bf16: docs/benchmarks.md);
+        # alone, its answer never depends on its neighbours. ONNX Runtime's answers
         # do not move with padding, so ONNX batches.
         self.window_alone = False
         self.last_report: dict = {}
@@ -68,18 +68,36 @@ class Tagger:
                     ids[row, :n] = torch.tensor(windows[i].input_ids)
                     mask[row, :n] = 1
                 # ORTModel answers torch inputs with torch tensors, like the PyTorch model.
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float().cpu().numpy()
+                logits = (
+                    self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
+                    .logits.float()
+                    .cpu()
+                    .numpy()
+                )
                 for row, i in enumerate(idx):
                     out[i] = logits[row, : len(windows[i].input_ids)]
         return out  # type: ignore[return-value]
 
-    def decode(self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]) -> list[list[PredictedSpan]]:
+    def decode(
+        self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
+    ) -> list[list[PredictedSpan]]:
         """Per-window logits -> stitched character spans per document."""
-        return decode_documents(texts, [w.doc for w in windows], [w.offsets for w in windows], [w.word_ids for w in windows], list(logits), self.space)
+        return decode_documents(
+            texts,
+            [w.doc for w in windows],
+            [w.offsets for w in windows],
+            [w.word_ids for w in windows],
+            list(logits),
+            self.space,
+        )
 
     def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
         start = time.perf_counter()
         windows = self.windows(texts)
         spans = self.decode(texts, windows, self.logits(windows, batch_size))
-        self.last_report = {"seconds": time.perf_counter() - start, "windows": len(windows), "tokens": sum(len(w.input_ids) for w in windows)}
+        self.last_report = {
+            "seconds": time.perf_counter() - start,
+            "windows": len(windows),
+            "tokens": sum(len(w.input_ids) for w in windows),
+        }
         return spans

@@ -45,5 +45,8 @@ def resolve_recipe(ref: str | Path) -> Path:
     if path.is_file():
         return path
     if len(path.parts) > 1 and path.parts[-2] != "recipes":
-        raise ToolkitError(f"{ref}: no such recipe file", fix="check the path, or pass a packaged recipe's name (`toolkit recipes` lists them)")
+        raise ToolkitError(
+            f"{ref}: no such recipe file",
+            fix="check the path, or pass a packaged recipe's name (`toolkit recipes` lists them)",
+        )
     return packaged_recipe(path.name)

@@ -66,7 +66,9 @@ def task_named(name: str, variant: str | None = None) -> Task:
     """The Task a saved model names (toolkit.json "task" and "classifier")."""
     key = f"{name}/{variant}" if variant else name
     if key not in TASKS:
-        raise ToolkitError(f"task {key!r} is not known to this version of the toolkit", fix=f"use one of {', '.join(TASKS)}")
+        raise ToolkitError(
+            f"task {key!r} is not known to this version of the toolkit", fix=f"use one of {', '.join(TASKS)}"
+        )
     return TASKS[key]
 
 

@@ -11,7 +11,9 @@ from toolkit.registry.task import RecipeBase, Task
 from toolkit.scoring import PRETRAIN_SUMMARY
 from toolkit.sections import MaskingConfig, ModelConfig, PretrainConfig, PretrainedModelConfig, TrainConfig
 
-NOT_EXPORTED = "a domain-adapted base model extracts nothing by itself: fine-tune it first (model.name: its run's model/ folder)"
+NOT_EXPORTED = (
+    "a domain-adapted base model extracts nothing by itself: fine-tune it first (model.name: its run's model/ folder)"
+)
 
 
 class MaskedPretrainRecipe(RecipeBase):

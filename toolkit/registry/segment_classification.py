@@ -23,7 +23,8 @@ class SegmentClassificationRecipe(ExtractionRecipe):
     def _mining_needs_left_out_windows(self) -> SegmentClassificationRecipe:
         if self.segments.hard_negatives and self.windows.negative_ratio is None:
             raise ValueError(
-                "segments.hard_negatives mines the clause-free windows that windows.negative_ratio leaves out: set windows.negative_ratio (e.g. 0.5)"
+                "segments.hard_negatives mines the clause-free windows that windows.negative_ratio leaves out: set "
+                "windows.negative_ratio (e.g. 0.5)"
             )
         return self
 

@@ -22,7 +22,10 @@ class SpanGenerationRecipe(ExtractionRecipe):
 TASK = Task(
     name="span_generation",
     recipe=SpanGenerationRecipe,
-    summary="span generation (a decoder writes the spans it finds; each is located in the text, unlocated ones are dropped and counted)",
+    summary=(
+        "span generation (a decoder writes the spans it finds; each is located in the text, unlocated ones are dropped "
+        "and counted)"
+    ),
     flow="toolkit.tasks.span_generation:SpanGeneration",
     predictor="toolkit.infer.generator:SpanGenerator",
     decoder=True,

@@ -45,11 +45,17 @@ class RecipeBase(Strict):
             node: Any = data
             for part in key.split("."):
                 if not isinstance(node, dict) or part not in node:
-                    raise ValueError(f"sweep.params key {key!r} is not a key of this recipe: check its spelling and the task's sections")
+                    raise ValueError(
+                        f"sweep.params key {key!r} is not a key of this recipe: check its spelling and the task's "
+                        f"sections"
+                    )
                 node = node[part]
         metrics = self.metric_names()
         if self.sweep.metric not in metrics:
-            raise ValueError(f"sweep.metric {self.sweep.metric!r} is not a dev metric of task {self.task}: use one of {sorted(metrics)}")
+            raise ValueError(
+                f"sweep.metric {self.sweep.metric!r} is not a dev metric of task {self.task}: use one of "
+                f"{sorted(metrics)}"
+            )
         return self
 
     def metric_names(self) -> tuple[str, ...]:

@@ -21,7 +21,10 @@ class TokenClassificationRecipe(ExtractionRecipe):
     @model_validator(mode="after")
     def _averaging_needs_full_checkpoints(self) -> TokenClassificationRecipe:
         if self.train.average_checkpoints and self.model.lora.enabled:
-            raise ValueError("train.average_checkpoints averages full-model checkpoints; LoRA checkpoints hold adapters only: drop one of the two")
+            raise ValueError(
+                "train.average_checkpoints averages full-model checkpoints; LoRA checkpoints hold adapters only: drop "
+                "one of the two"
+            )
         return self
 
 

@@ -32,7 +32,8 @@ class PredictedSpan:
 
 @dataclass
 class WindowScores:
-    """One window's token offsets (document characters; (0, 0) for special tokens), word ids and scores [tokens, outputs]."""
+    """One window's token offsets (document characters; (0, 0) for special tokens), word ids and scores [tokens,
+    outputs]."""
 
     offsets: Sequence[tuple[int, int]]
     word_ids: Sequence[int | None]
@@ -158,7 +159,9 @@ def decode_documents(
     """Logits of every window (each [tokens, outputs], unpadded) -> spans per document."""
     per_doc: list[list[WindowScores]] = [[] for _ in texts]
     for doc, offs, wids, logits in zip(window_docs, window_offsets, window_word_ids, window_logits):
-        per_doc[doc].append(WindowScores(offs, wids, logits_to_probs(np.asarray(logits)[: len(offs)], space.multi_label)))
+        per_doc[doc].append(
+            WindowScores(offs, wids, logits_to_probs(np.asarray(logits)[: len(offs)], space.multi_label))
+        )
     out = []
     for text, windows in zip(texts, per_doc):
         if not windows:
@@ -166,7 +169,13 @@ def decode_documents(
             continue
         offsets, word_ids, probs = stitch_windows(windows)
         if space.multi_label:
-            out.append(decode_multi_label(offsets, word_ids, probs, space.labels, space.label_all_subtokens, text, space.decoding))
+            out.append(
+                decode_multi_label(
+                    offsets, word_ids, probs, space.labels, space.label_all_subtokens, text, space.decoding
+                )
+            )
         else:
-            out.append(decode_flat(offsets, word_ids, probs, space.tags, space.label_all_subtokens, text, space.decoding))
+            out.append(
+                decode_flat(offsets, word_ids, probs, space.tags, space.label_all_subtokens, text, space.decoding)
+            )
     return out

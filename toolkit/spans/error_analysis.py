@@ -91,13 +91,25 @@ def classify_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLi
     starts, ends = [s for s, _ in spans], [e for _, e in spans]
     gold_keys = {(g.start, g.end, g.label) for g in gold}
     pred_keys = {(p.start, p.end, p.label) for p in pred}
-    out = [SpanVerdict("pred", p.start, p.end, p.label, "exact") for p in pred if (p.start, p.end, p.label) in gold_keys]
-    out += [SpanVerdict("gold", g.start, g.end, g.label, "exact") for g in gold if (g.start, g.end, g.label) in pred_keys]
+    out = [
+        SpanVerdict("pred", p.start, p.end, p.label, "exact") for p in pred if (p.start, p.end, p.label) in gold_keys
+    ]
+    out += [
+        SpanVerdict("gold", g.start, g.end, g.label, "exact") for g in gold if (g.start, g.end, g.label) in pred_keys
+    ]
     open_pred = [p for p in pred if (p.start, p.end, p.label) not in gold_keys]
     open_gold = [g for g in gold if (g.start, g.end, g.label) not in pred_keys]
     same_offsets = {(g.start, g.end) for g in open_gold} & {(p.start, p.end) for p in open_pred}
-    out += [SpanVerdict("pred", p.start, p.end, p.label, "wrong label") for p in open_pred if (p.start, p.end) in same_offsets]
-    out += [SpanVerdict("gold", g.start, g.end, g.label, "wrong label") for g in open_gold if (g.start, g.end) in same_offsets]
+    out += [
+        SpanVerdict("pred", p.start, p.end, p.label, "wrong label")
+        for p in open_pred
+        if (p.start, p.end) in same_offsets
+    ]
+    out += [
+        SpanVerdict("gold", g.start, g.end, g.label, "wrong label")
+        for g in open_gold
+        if (g.start, g.end) in same_offsets
+    ]
     open_pred = [p for p in open_pred if (p.start, p.end) not in same_offsets]
     open_gold = [g for g in open_gold if (g.start, g.end) not in same_offsets]
     # Overlaps against every gold/pred span of the label, matched or not: a fragment that overlaps
@@ -113,13 +125,27 @@ def classify_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLi
             out.append(SpanVerdict("pred", p.start, p.end, p.label, "split span"))  # per fragment
         else:
             kind, n, (side, idx) = _boundary_kind(hits[0], p, starts, ends)
-            out.append(SpanVerdict("pred", p.start, p.end, p.label, kind, n, (side, tuple(text[spans[w][0] : spans[w][1]] for w in idx))))
+            out.append(
+                SpanVerdict(
+                    "pred",
+                    p.start,
+                    p.end,
+                    p.label,
+                    kind,
+                    n,
+                    (side, tuple(text[spans[w][0] : spans[w][1]] for w in idx)),
+                )
+            )
     for g in open_gold:
-        out.append(SpanVerdict("gold", g.start, g.end, g.label, "overlapped" if pred_index.overlapping(g) else "missed"))
+        out.append(
+            SpanVerdict("gold", g.start, g.end, g.label, "overlapped" if pred_index.overlapping(g) else "missed")
+        )
     return out
 
 
-def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: Sequence[Sequence[SpanLike]], top: int = 15) -> dict:
+def analyse_errors(
+    texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: Sequence[Sequence[SpanLike]], top: int = 15
+) -> dict:
     """Counts by kind (with 1-word / 2+-word splits for boundary kinds) and the most frequent texts behind them."""
     counts: Counter = Counter()
     one_word: Counter = Counter()
@@ -155,7 +181,9 @@ def analyse_errors(texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], pr
     }
 
 
-def _boundary_kind(g: SpanLike, p: SpanLike, starts: list[int], ends: list[int]) -> tuple[str, int, tuple[str, list[int]]]:
+def _boundary_kind(
+    g: SpanLike, p: SpanLike, starts: list[int], ends: list[int]
+) -> tuple[str, int, tuple[str, list[int]]]:
     """(kind, words off, (missing|extra, word indices)) for a prediction overlapping one gold span."""
     if p.end == g.end:
         if p.start > g.start:

@@ -38,10 +38,6 @@ class LabelSpace:
         """The flat IOB2 tag set (also each training target's ids in flat mode)."""
         return flat_tags(self.labels)
 
-    @property
-    def num_outputs(self) -> int:
-        return len(LAYER_TAGS) * len(self.labels) if self.multi_label else len(self.tags)
-
     def output_names(self) -> list[str]:
         """The model's outputs in order (its id2label). Flat: O, B-X, I-X, ...; multi-label: O-X, B-X, I-X per label."""
         if self.multi_label:
@@ -49,4 +45,9 @@ class LabelSpace:
         return self.tags
 
     def to_meta(self) -> dict:
-        return {"labels": list(self.labels), "multi_label": self.multi_label, "label_all_subtokens": self.label_all_subtokens, "decoding": self.decoding}
+        return {
+            "labels": list(self.labels),
+            "multi_label": self.multi_label,
+            "label_all_subtokens": self.label_all_subtokens,
+            "decoding": self.decoding,
+        }

@@ -20,7 +20,9 @@ from toolkit.spans.overlaps import SpanLike
 NO_SEGMENT = -100  # special tokens and tokens outside every segment (whitespace)
 
 
-def segment_targets(segments: Sequence[tuple[int, int]], spans: Sequence[SpanLike], labels: Sequence[str], min_overlap: float) -> list[list[int]]:
+def segment_targets(
+    segments: Sequence[tuple[int, int]], spans: Sequence[SpanLike], labels: Sequence[str], min_overlap: float
+) -> list[list[int]]:
     """Multi-hot label vector per segment: a segment is positive for a label when at least `min_overlap`
     of its characters lie inside one gold span of that label."""
     index = {label: i for i, label in enumerate(labels)}
@@ -44,7 +46,9 @@ def token_segments(offsets: Sequence[tuple[int, int]], segments: Sequence[tuple[
     return out
 
 
-def segment_logits(n_segments: int, n_labels: int, token_segment_ids: Sequence[Sequence[int]], logits: Sequence[np.ndarray]) -> np.ndarray:
+def segment_logits(
+    n_segments: int, n_labels: int, token_segment_ids: Sequence[Sequence[int]], logits: Sequence[np.ndarray]
+) -> np.ndarray:
     """[n_segments, n_labels] mean token logit per segment over every window of one document; NaN rows
     for segments no token fell in."""
     sums = np.zeros((n_segments, n_labels))

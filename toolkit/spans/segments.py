@@ -25,16 +25,27 @@ from collections.abc import Sequence
 ALL = "__all__"
 # Words whose trailing period does not end a sentence (compared lower-cased, without the period).
 ABBREVIATIONS = frozenset(
-    "inc corp co ltd llc lp plc no nos sec secs art arts para paras cl mr mrs ms dr st jr sr vs etc e.g i.e u.s u.k "
-    "fig figs approx dept est ex exh sched govt assn bros intl mfg natl univ jan feb mar apr jun jul aug sep sept oct nov dec".split()
+    (
+        "inc corp co ltd llc lp plc no nos sec secs art arts para paras cl mr mrs ms dr st jr sr vs etc "
+        "e.g i.e u.s u.k "
+        "fig figs approx dept est ex exh sched govt assn bros intl mfg natl univ "
+        "jan feb mar apr jun jul aug sep sept oct nov dec"
+    ).split()
 )
 # "Schedule A." ends a sentence; "John A. Smith" does not: a single letter is an initial unless one of
 # these words precedes it.
-LETTERED = frozenset("schedule exhibit annex appendix attachment article section clause part item rider addendum".split())
+LETTERED = frozenset(
+    "schedule exhibit annex appendix attachment article section clause part item rider addendum".split()
+)
 _END = re.compile(r"[.;:](?=\s)")
 # An enumeration marker opening a segment: annotators start the clause after it (CUAD does).
-_LEADING_MARKER = re.compile(r"(?:\((?:[a-zA-Z]|[ivxlcdm]+|\d{1,3})\)|(?:[a-zA-Z]|[ivxlcdm]+)\)|\d{1,3}(?:\.\d{1,3})*\.?)\s+(?=\S)")
-_LAYOUT_ENUM = re.compile(r"(?:  +|\t+)(?=(?:\((?:[a-zA-Z]|[ivxlcdm]+|\d{1,3})\)|\d{1,3}(?:\.\d{1,3})+\.?|(?:Section|SECTION|Article|ARTICLE)\s+\d)\s)")
+_LEADING_MARKER = re.compile(
+    r"(?:\((?:[a-zA-Z]|[ivxlcdm]+|\d{1,3})\)|(?:[a-zA-Z]|[ivxlcdm]+)\)|\d{1,3}(?:\.\d{1,3})*\.?)\s+(?=\S)"
+)
+_LAYOUT_ENUM = re.compile(
+    r"(?:  "
+    r"+|\t+)(?=(?:\((?:[a-zA-Z]|[ivxlcdm]+|\d{1,3})\)|\d{1,3}(?:\.\d{1,3})+\.?|(?:Section|SECTION|Article|ARTICLE)\s+\d)\s)"
+)
 
 
 def _is_abbreviation(line: str, dot: int) -> bool:

@@ -35,7 +35,9 @@ def make_windows(tokenizer, texts: Sequence[str], max_length: int, stride: int, 
         )
         for i, ids in enumerate(enc["input_ids"]):
             word_ids = enc.word_ids(i)
-            offsets = [(int(a), int(b)) if w is not None else (0, 0) for (a, b), w in zip(enc["offset_mapping"][i], word_ids)]
+            offsets = [
+                (int(a), int(b)) if w is not None else (0, 0) for (a, b), w in zip(enc["offset_mapping"][i], word_ids)
+            ]
             out.append(Window(lo + int(enc["overflow_to_sample_mapping"][i]), list(ids), offsets, list(word_ids)))
     return out
 

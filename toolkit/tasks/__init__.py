@@ -41,5 +41,7 @@ def ensure_run(ref: str | Path) -> Path:
             run_recipe(recipe, run_dir)
         return run_dir
     if not path.is_dir():
-        raise ToolkitError(f"{ref}: neither a run directory nor a recipe", fix="pass runs/<name> or recipes/<name>.yaml")
+        raise ToolkitError(
+            f"{ref}: neither a run directory nor a recipe", fix="pass runs/<name> or recipes/<name>.yaml"
+        )
     return path

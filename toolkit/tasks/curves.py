@@ -24,7 +24,15 @@ from toolkit.registry.extraction import ExtractionRecipe
 
 CLOCK_FILE = "toolkit_clock.json"
 # What a curve point keeps of the scorer's output (with their 95% CIs).
-CURVE_KEYS = ("span_recall", "span_precision", "span_f1", "jaccard_recall", "jaccard_f1", "boundary_both_recall", "hallucination_rate")
+CURVE_KEYS = (
+    "span_recall",
+    "span_precision",
+    "span_f1",
+    "jaccard_recall",
+    "jaccard_f1",
+    "boundary_both_recall",
+    "hallucination_rate",
+)
 
 
 def _callback_base():
@@ -64,13 +72,23 @@ class TrainingClock(_callback_base()):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir() and state.is_world_process_zero:
-            (folder / CLOCK_FILE).write_text(json.dumps({"train_seconds": round(self.seconds, 2), "step": state.global_step}), encoding="utf-8")
+            (folder / CLOCK_FILE).write_text(
+                json.dumps({"train_seconds": round(self.seconds, 2), "step": state.global_step}), encoding="utf-8"
+            )
 
 
 class CurveCallback(_callback_base()):
     """At every evaluation (checkpoint), score the model on the curve documents and append a line to curve.jsonl."""
 
-    def __init__(self, clock: TrainingClock, predict: Callable, records: list[SpanRecord], recipe: ExtractionRecipe, path: Path, stage: str | None = None):
+    def __init__(
+        self,
+        clock: TrainingClock,
+        predict: Callable,
+        records: list[SpanRecord],
+        recipe: ExtractionRecipe,
+        path: Path,
+        stage: str | None = None,
+    ):
         self.clock = clock
         self.predict = predict  # model -> (predictions, unlocated labels per document, inference seconds)
         self.records = records
@@ -87,7 +105,16 @@ class CurveCallback(_callback_base()):
             model.train()  # the predictors put the model in eval mode
         e = self.recipe.eval
         texts, golds = [r.text for r in self.records], [r.spans for r in self.records]
-        m = score(texts, golds, predictions, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, self.recipe.seed, unlocated)
+        m = score(
+            texts,
+            golds,
+            predictions,
+            e.boundary_tolerance,
+            e.jaccard_threshold,
+            e.bootstrap,
+            self.recipe.seed,
+            unlocated,
+        )
         keys = [*CURVE_KEYS, *(f"boundary_both_within_{k}_recall" for k in e.boundary_tolerance)]
         point = {
             "step": state.global_step,

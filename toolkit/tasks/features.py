@@ -1,7 +1,8 @@
 """Training and evaluation features for both tracks, from the same windows (no torch).
 
 token_classification: documents -> token windows with per-token targets (`token_features`).
-span_generation: documents -> text windows (`generation_windows`) -> prompt + completion examples (`generation_examples`).
+span_generation: documents -> text windows (`generation_windows`) -> prompt + completion examples
+(`generation_examples`).
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def token_features(
         targets.append((t, positive))
     report.windows = len(windows)
     report.windows_with_spans = sum(p for _, p in targets)
-    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives([p for _, p in targets], negative_ratio, seed)
+    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives(
+        [p for _, p in targets], negative_ratio, seed
+    )
     windows = [windows[i] for i in keep]
     report.tokens = sum(len(w.input_ids) for w in windows)
     return windows, [targets[i][0] for i in keep], report
@@ -104,7 +107,9 @@ class GenerationWindows:
     positive: list[bool]
 
 
-def generation_windows(tokenizer, records: list[SpanRecord], spec, max_length: int, stride: int) -> tuple[GenerationWindows, FeatureReport]:
+def generation_windows(
+    tokenizer, records: list[SpanRecord], spec, max_length: int, stride: int
+) -> tuple[GenerationWindows, FeatureReport]:
     """Every window of every document. spans_not_representable: for text and anchors, spans never wholly
     inside one window; for segments, spans no segment of their label carries."""
     from toolkit.infer.completions import document_views
@@ -119,9 +124,16 @@ def generation_windows(tokenizer, records: list[SpanRecord], spec, max_length: i
             carried = segment_targets(segs, r.spans, labels, spec.min_overlap)
             for s in r.spans:
                 j = labels.index(s.label)
-                report.spans_not_representable += not any(carried[k][j] for k, (a, b) in enumerate(segs) if a < s.end and s.start < b)
+                report.spans_not_representable += not any(
+                    carried[k][j] for k, (a, b) in enumerate(segs) if a < s.end and s.start < b
+                )
     else:
-        covered = {(v.doc, s.start, s.end, s.label) for v in views for s in records[v.doc].spans if v.start <= s.start and s.end <= v.end}
+        covered = {
+            (v.doc, s.start, s.end, s.label)
+            for v in views
+            for s in records[v.doc].spans
+            if v.start <= s.start and s.end <= v.end
+        }
         report.spans_not_representable = report.spans - len(covered)
     report.windows = len(views)
     report.windows_with_spans = sum(positive)
@@ -129,7 +141,13 @@ def generation_windows(tokenizer, records: list[SpanRecord], spec, max_length: i
 
 
 def generation_examples(
-    tokenizer, records: list[SpanRecord], labels: list[str], spec, windows: GenerationWindows, keep: list[int], chat_template: bool
+    tokenizer,
+    records: list[SpanRecord],
+    labels: list[str],
+    spec,
+    windows: GenerationWindows,
+    keep: list[int],
+    chat_template: bool,
 ) -> tuple[list[dict], int]:
     """Examples for the windows `keep` indexes: input_ids = prompt + completion + EOS; labels mask the prompt
     (-100) so the loss covers only the completion. Returns (examples, their tokens)."""
@@ -158,10 +176,16 @@ class SegmentWindows:
     segment_labels: list[list[list[int]]]  # per window: [local segments][labels]
 
     def subset(self, indices: list[int]) -> SegmentWindows:
-        return SegmentWindows([self.windows[i] for i in indices], [self.local_ids[i] for i in indices], [self.segment_labels[i] for i in indices])
+        return SegmentWindows(
+            [self.windows[i] for i in indices],
+            [self.local_ids[i] for i in indices],
+            [self.segment_labels[i] for i in indices],
+        )
 
     def __add__(self, other: SegmentWindows) -> SegmentWindows:
-        return SegmentWindows(self.windows + other.windows, self.local_ids + other.local_ids, self.segment_labels + other.segment_labels)
+        return SegmentWindows(
+            self.windows + other.windows, self.local_ids + other.local_ids, self.segment_labels + other.segment_labels
+        )
 
 
 def segment_features(
@@ -197,7 +221,9 @@ def segment_features(
         positive.append(any(any(row) for row in rows))
     report.windows = len(windows)
     report.windows_with_spans = sum(positive)
-    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives(positive, negative_ratio, seed)
+    keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives(
+        positive, negative_ratio, seed
+    )
     every = SegmentWindows(windows, local_ids, seg_labels)
     kept = every.subset(keep)
     kept_set = set(keep)
@@ -213,7 +239,9 @@ def segment_features(
     return kept, report, left_out
 
 
-def choose_hard_negatives(scores: list[float], min_score: float, limit: int, choose: str = "hardest", seed: int = 0) -> list[int]:
+def choose_hard_negatives(
+    scores: list[float], min_score: float, limit: int, choose: str = "hardest", seed: int = 0
+) -> list[int]:
     """Indices of the windows whose best segment score reaches `min_score`, highest first, at most `limit`;
     with choose="random", as many indices drawn at random from all the scored windows (the control)."""
     fired = sorted((i for i, v in enumerate(scores) if v >= min_score), key=lambda i: (-scores[i], i))[:limit]

@@ -71,14 +71,20 @@ class Flow:
         learning curve (eval.curve_docs)."""
         raise NotImplementedError(f"{type(self).__name__} has no predictor")
 
-    def curve_predictions(self, recipe: RecipeBase, prepared: Prepared, model, records) -> tuple[list, list[list[str]], float]:
+    def curve_predictions(
+        self, recipe: RecipeBase, prepared: Prepared, model, records
+    ) -> tuple[list, list[list[str]], float]:
         """(predictions, unlocated labels per document, seconds) of the model in training on `records`."""
         from toolkit.infer import predict_with_report
 
-        predictions, unlocated, report = predict_with_report(self.predictor(recipe, prepared, model), [r.text for r in records])
+        predictions, unlocated, report = predict_with_report(
+            self.predictor(recipe, prepared, model), [r.text for r in records]
+        )
         return predictions, unlocated, report["seconds"]
 
-    def instrument(self, trainer, recipe: RecipeBase, run_dir: Path, prepared: Prepared, clock, stage: str | None = None) -> None:
+    def instrument(
+        self, trainer, recipe: RecipeBase, run_dir: Path, prepared: Prepared, clock, stage: str | None = None
+    ) -> None:
         """The run's training clock (and budget, train.max_seconds) and the learning curve (eval.curve_docs)
         on a Trainer; a later training stage is given the first stage's clock."""
         from toolkit.rundir import CURVE_FILE
@@ -173,7 +179,11 @@ def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
         "train_tokens_per_second": round(span.tokens / span.seconds, 1) if span.seconds else None,
         # The same without the dev evaluations run during training: the cost of the training steps alone.
         "evaluation_seconds_during_training": round(span.evaluation_seconds, 3),
-        "train_step_tokens_per_second": (round(span.tokens / (span.seconds - span.evaluation_seconds), 1) if span.seconds > span.evaluation_seconds else None),
+        "train_step_tokens_per_second": (
+            round(span.tokens / (span.seconds - span.evaluation_seconds), 1)
+            if span.seconds > span.evaluation_seconds
+            else None
+        ),
         "peak_rss_mib": peak_rss_mib(),
         "peak_cuda_mib": peak_cuda_mib(),
         "world_size": world_size(),

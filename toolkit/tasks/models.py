@@ -79,10 +79,13 @@ def _token_classifier(cfg: ModelConfig, names: list[str]):
     if tokenizer.pad_token is None:  # decoders used as taggers often ship without one
         tokenizer.pad_token = tokenizer.eos_token
     try:
-        config = AutoConfig.from_pretrained(name, num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+        config = AutoConfig.from_pretrained(
+            name, num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)}
+        )
     except (OSError, ValueError) as exc:
         raise ToolkitError(
-            f"cannot load model {name!r}: {str(exc).splitlines()[0]}", fix="pass a local model directory or a reachable hub id as model.name"
+            f"cannot load model {name!r}: {str(exc).splitlines()[0]}",
+            fix="pass a local model directory or a reachable hub id as model.name",
         ) from None
     apply_dropout(config, cfg.dropout)
     if getattr(config, "pad_token_id", None) is None:
@@ -107,23 +110,35 @@ def build_causal_model(m: ModelConfig, quantization: str = "none"):
     name = resolve_model_name(m.name, decoder=True)
     tokenizer = load_tokenizer(name)
     if tokenizer.eos_token is None:
-        raise ToolkitError(f"tokenizer of {name!r} has no end-of-sequence token", fix="use a causal LM whose tokenizer defines eos_token")
+        raise ToolkitError(
+            f"tokenizer of {name!r} has no end-of-sequence token",
+            fix="use a causal LM whose tokenizer defines eos_token",
+        )
     if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
         fix_decoder_tokenizer(tokenizer)
         if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
-            tokenizer.add_special_tokens({"pad_token": "<|pad|>"})  # padding must differ from EOS, or EOS is never learned
+            tokenizer.add_special_tokens(
+                {"pad_token": "<|pad|>"}
+            )  # padding must differ from EOS, or EOS is never learned
     config = AutoConfig.from_pretrained(name)
     apply_dropout(config, m.dropout)
     kwargs = {}
     if quantization == "4bit":
         if not torch.cuda.is_available():
-            raise ConfigError("model.quantization=4bit (QLoRA) needs a CUDA device", fix="set model.quantization=none on CPU")
+            raise ConfigError(
+                "model.quantization=4bit (QLoRA) needs a CUDA device", fix="set model.quantization=none on CPU"
+            )
         try:
             import bitsandbytes  # noqa: F401
             from transformers import BitsAndBytesConfig
         except ImportError:
-            raise ConfigError("model.quantization=4bit needs bitsandbytes", fix="pip install bitsandbytes, or set model.quantization=none") from None
-        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
+            raise ConfigError(
+                "model.quantization=4bit needs bitsandbytes",
+                fix="pip install bitsandbytes, or set model.quantization=none",
+            ) from None
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+        )
     model = AutoModelForCausalLM.from_pretrained(name, config=config, **kwargs)
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
         model.resize_token_embeddings(len(tokenizer))
@@ -146,7 +161,10 @@ def lora_config(lora: LoraConfigModel, task_type, config, **extra):
     if lora.top_layers is not None:
         total = getattr(config, "num_hidden_layers", None)
         if total is None:
-            raise ConfigError("model.lora.top_layers: this model's config does not say how many layers it has", fix="remove model.lora.top_layers")
+            raise ConfigError(
+                "model.lora.top_layers: this model's config does not say how many layers it has",
+                fix="remove model.lora.top_layers",
+            )
         # At most N: a recipe stays usable on a smaller model (the tests' two-layer ones adapt every layer).
         layers = list(range(max(0, total - lora.top_layers), total))
     return LoraConfig(
@@ -169,7 +187,10 @@ def build_masked_model(m: PretrainedModelConfig):
     name = resolve_model_name(m.name)
     tokenizer = load_tokenizer(name)
     if tokenizer.mask_token is None:
-        raise ConfigError(f"tokenizer of {name!r} has no mask token", fix="pretrain_mlm needs an encoder with a [MASK] token (use pretrain_clm for decoders)")
+        raise ConfigError(
+            f"tokenizer of {name!r} has no mask token",
+            fix="pretrain_mlm needs an encoder with a [MASK] token (use pretrain_clm for decoders)",
+        )
     config = AutoConfig.from_pretrained(name)
     apply_dropout(config, m.dropout)
     model, info = AutoModelForMaskedLM.from_pretrained(name, config=config, output_loading_info=True)

@@ -49,7 +49,12 @@ def learning_rates(
 
 
 def parameter_groups(
-    model, learning_rate: float, weight_decay: float, decay_names: set[str], layer_decay: float | None, head_learning_rate: float | None
+    model,
+    learning_rate: float,
+    weight_decay: float,
+    decay_names: set[str],
+    layer_decay: float | None,
+    head_learning_rate: float | None,
 ) -> list[dict]:
     """Optimizer groups of `model`'s trainable parameters, one per (rate, weight decay or not)."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -61,7 +66,10 @@ def parameter_groups(
     groups: dict[tuple[float, bool], list] = {}
     for n, p in params:
         groups.setdefault((rates[n], n in decay_names), []).append(p)
-    return [{"params": ps, "lr": lr, "weight_decay": weight_decay if decays else 0.0} for (lr, decays), ps in sorted(groups.items(), key=lambda kv: kv[0])]
+    return [
+        {"params": ps, "lr": lr, "weight_decay": weight_decay if decays else 0.0}
+        for (lr, decays), ps in sorted(groups.items(), key=lambda kv: kv[0])
+    ]
 
 
 def average_checkpoints(checkpoints: Sequence[Path]) -> dict:

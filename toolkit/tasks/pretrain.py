@@ -24,9 +24,17 @@ from toolkit.tasks.models import build_causal_model, build_masked_model
 from toolkit.tasks.training import pad_collator, parameter_counts, training_arguments
 
 
-def make_blocks(tokenizer, texts: list[str], block_size: int, packing: bool, objective: str, with_offsets: bool) -> list[dict]:
+def make_blocks(
+    tokenizer, texts: list[str], block_size: int, packing: bool, objective: str, with_offsets: bool
+) -> list[dict]:
     """Token blocks of `block_size` (packed across documents, or per document)."""
-    enc = tokenizer(texts, add_special_tokens=objective == "mlm", return_offsets_mapping=with_offsets, return_attention_mask=False, return_token_type_ids=False)
+    enc = tokenizer(
+        texts,
+        add_special_tokens=objective == "mlm",
+        return_offsets_mapping=with_offsets,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
     ids = [list(x) for x in enc["input_ids"]]
     offsets = [list(map(tuple, o)) for o in enc["offset_mapping"]] if with_offsets else None
     if objective == "clm":
@@ -39,7 +47,12 @@ def make_blocks(tokenizer, texts: list[str], block_size: int, packing: bool, obj
     return blocks
 
 
-def masking_collator(tokenizer, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, seed: int | None = None, mlm_probability: float | None = None):
+def masking_collator(
+    tokenizer,
+    recipe: MaskedPretrainRecipe | CausalPretrainRecipe,
+    seed: int | None = None,
+    mlm_probability: float | None = None,
+):
     """The MLM collator exactly as configured (also what the masking-rate tests measure);
     `mlm_probability` overrides the selection rate (held-out masks)."""
     from transformers import DataCollatorForLanguageModeling
@@ -63,7 +76,9 @@ def fixed_eval_set(blocks: list[dict], collator, objective: str, batch: int = 64
     out = []
     for lo in range(0, len(blocks), batch):
         masked = collator([dict(b) for b in blocks[lo : lo + batch]])
-        for ids, labels, mask in zip(masked["input_ids"].tolist(), masked["labels"].tolist(), masked["attention_mask"].tolist()):
+        for ids, labels, mask in zip(
+            masked["input_ids"].tolist(), masked["labels"].tolist(), masked["attention_mask"].tolist()
+        ):
             n = sum(mask)
             out.append({"input_ids": ids[:n], "labels": labels[:n]})
     return out
@@ -81,7 +96,9 @@ def _metrics(objective: str):
         logits = logits[0] if isinstance(logits, tuple) else logits
         if objective == "clm":  # position t predicts token t+1
             logits, labels = logits[:, :-1], labels[:, 1:]
-        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none")
+        nll = torch.nn.functional.cross_entropy(
+            logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none"
+        )
         out = torch.stack([logits.argmax(-1).float(), nll], dim=-1)  # ids < 2**24 stay exact in float32
         if objective == "clm":  # keep the labels' length; the last position predicts nothing
             out = torch.nn.functional.pad(out, (0, 0, 0, 1), value=-100.0)
@@ -95,7 +112,11 @@ def _metrics(objective: str):
         if not keep.any():
             return {"token_accuracy": 0.0, "nll": float("nan"), "scored_tokens": 0}
         ids, nll = predictions[..., 0][keep], predictions[..., 1][keep]
-        return {"token_accuracy": float((ids == labels[keep]).mean()), "nll": float(np.mean(nll, dtype=np.float64)), "scored_tokens": int(keep.sum())}
+        return {
+            "token_accuracy": float((ids == labels[keep]).mean()),
+            "nll": float(np.mean(nll, dtype=np.float64)),
+            "scored_tokens": int(keep.sum()),
+        }
 
     return preprocess, compute
 
@@ -121,7 +142,9 @@ class PretrainPrepared(Prepared):
 class Pretraining(Flow):
     """pretrain_mlm and pretrain_clm: one flow, the objective read from the task."""
 
-    def prepare(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, with_training_text: bool = True) -> PretrainPrepared:
+    def prepare(
+        self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, with_training_text: bool = True
+    ) -> PretrainPrepared:
         """Model, tokenizer, training blocks (none when only scoring), the fixed held-out set and the collator."""
         from transformers import DataCollatorForLanguageModeling
 
@@ -132,15 +155,20 @@ class Pretraining(Flow):
         else:
             (model, tokenizer), head_initialised = build_causal_model(recipe.model), False
         train_report, dev_report = TextReport(), TextReport()
-        train_texts = read_texts(recipe.data.train, recipe.data.max_train_docs, train_report) if with_training_text else []
+        train_texts = (
+            read_texts(recipe.data.train, recipe.data.max_train_docs, train_report) if with_training_text else []
+        )
         dev_texts = read_texts(recipe.data.dev, recipe.data.max_dev_docs, dev_report)
         block = recipe.model.max_length
         wwm = objective == "mlm" and p.whole_word_mask
-        train_blocks = make_blocks(tokenizer, train_texts, block, p.packing, objective, wwm) if with_training_text else []
+        train_blocks = (
+            make_blocks(tokenizer, train_texts, block, p.packing, objective, wwm) if with_training_text else []
+        )
         dev_blocks = make_blocks(tokenizer, dev_texts, block, p.packing, objective, False)[: p.eval_blocks]
         if (with_training_text and not train_blocks) or not dev_blocks:
             raise ConfigError(
-                f"too little text for one block of {block} tokens (train {len(train_blocks)}, held-out {len(dev_blocks)} blocks)",
+                f"too little text for one block of {block} tokens (train {len(train_blocks)}, held-out "
+                f"{len(dev_blocks)} blocks)",
                 fix="add text, or lower model.max_length",
             )
         eval_rate = (p.eval_mlm_probability or p.mlm_probability) if objective == "mlm" else None
@@ -155,8 +183,16 @@ class Pretraining(Flow):
             "mlm_head_initialised_from_embeddings": head_initialised,
             **parameter_counts(model),
         }
-        train_collator = masking_collator(tokenizer, recipe) if objective == "mlm" else DataCollatorForLanguageModeling(tokenizer, mlm=False)
-        eval_masks = masking_collator(tokenizer, recipe, seed=recipe.seed, mlm_probability=eval_rate) if objective == "mlm" else None
+        train_collator = (
+            masking_collator(tokenizer, recipe)
+            if objective == "mlm"
+            else DataCollatorForLanguageModeling(tokenizer, mlm=False)
+        )
+        eval_masks = (
+            masking_collator(tokenizer, recipe, seed=recipe.seed, mlm_probability=eval_rate)
+            if objective == "mlm"
+            else None
+        )
         eval_set = fixed_eval_set(dev_blocks, eval_masks, objective)
         return PretrainPrepared(
             model,
@@ -191,14 +227,27 @@ class Pretraining(Flow):
     def after_training(self, trainer, p: PretrainPrepared) -> dict:
         return {"after": _summary(trainer.evaluate(metric_key_prefix="eval"))}
 
-    def save(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, p: PretrainPrepared, model, directory: Path) -> None:
+    def save(
+        self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, p: PretrainPrepared, model, directory: Path
+    ) -> None:
         """A plain model directory (LoRA merged) that fine-tuning recipes take as model.name."""
-        save_model_dir(model, p.tokenizer, directory, ModelMeta(task=recipe.task, base_model=recipe.model.name, max_length=recipe.model.max_length))
+        save_model_dir(
+            model,
+            p.tokenizer,
+            directory,
+            ModelMeta(task=recipe.task, base_model=recipe.model.name, max_length=recipe.model.max_length),
+        )
 
-    def evaluate(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, run_dir: Path, p: PretrainPrepared, trained: Trained) -> tuple[dict, dict]:
+    def evaluate(
+        self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, run_dir: Path, p: PretrainPrepared, trained: Trained
+    ) -> tuple[dict, dict]:
         # Scored before and after training (collectively, on every process); nothing is left to score here.
         before, after = trained.notes["before"], trained.notes["after"]
-        metrics = {"before": before, "after": after, "summary": after}  # sweeps rank trials by summary (e.g. token_accuracy)
+        metrics = {
+            "before": before,
+            "after": after,
+            "summary": after,
+        }  # sweeps rank trials by summary (e.g. token_accuracy)
         return metrics, {"objective": p.objective, "heldout_mlm_probability": p.plan["held_out"]["mlm_probability"]}
 
     def write(self, recipe: MaskedPretrainRecipe | CausalPretrainRecipe, result: RunResult) -> None:
@@ -238,7 +287,8 @@ def _report(recipe: MaskedPretrainRecipe | CausalPretrainRecipe, result: dict) -
     lines = [
         f"# {recipe.name}: {recipe.task} on {recipe.data.train}",
         "",
-        f"Held-out text: {recipe.data.dev} (same blocks{' and masks' if kind == 'masked-token' else ''} before and after"
+        f"Held-out text: {recipe.data.dev} (same blocks{' and masks' if kind == 'masked-token' else ''} before and "
+        f"after"
         + (f"; {result['run']['heldout_mlm_probability']:.0%} of tokens masked" if kind == "masked-token" else "")
         + ").",
         "",

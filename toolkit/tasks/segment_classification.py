@@ -33,7 +33,13 @@ from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import ModelMeta, save_model_dir
 from toolkit.sections import HardNegativesConfig
 from toolkit.spans.label_space import LabelSpace
-from toolkit.tasks.features import FeatureReport, SegmentWindows, choose_hard_negatives, labels_to_learn, segment_features
+from toolkit.tasks.features import (
+    FeatureReport,
+    SegmentWindows,
+    choose_hard_negatives,
+    labels_to_learn,
+    segment_features,
+)
 from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import score_segment_model, sweep_and_cross_fit
@@ -103,9 +109,15 @@ def _trainer_class():
             most = labels.shape[1]
             valid = local >= 0
             # Scatter-mean of token logits into segment slots (slot `most` collects non-segment tokens).
-            slot = torch.where(valid, local, torch.full_like(local, most)) + torch.arange(batch, device=local.device)[:, None] * (most + 1)
-            sums = torch.zeros(batch * (most + 1), n_labels, device=logits.device).index_add(0, slot.view(-1), logits.view(-1, n_labels))
-            counts = torch.zeros(batch * (most + 1), device=logits.device).index_add(0, slot.view(-1), valid.view(-1).float())
+            slot = torch.where(valid, local, torch.full_like(local, most)) + torch.arange(batch, device=local.device)[
+                :, None
+            ] * (most + 1)
+            sums = torch.zeros(batch * (most + 1), n_labels, device=logits.device).index_add(
+                0, slot.view(-1), logits.view(-1, n_labels)
+            )
+            counts = torch.zeros(batch * (most + 1), device=logits.device).index_add(
+                0, slot.view(-1), valid.view(-1).float()
+            )
             seg_logits = (sums / counts.clamp_min(1)[:, None]).view(batch, most + 1, n_labels)[:, :most]
             keep = (labels >= 0) & (counts.view(batch, most + 1)[:, :most] > 0)[..., None]
             target = labels.clamp_min(0).float()
@@ -121,16 +133,23 @@ def _trainer_class():
     return SegmentTrainer
 
 
-def mine_hard_negatives(trainer, p: SegmentPrepared, hard: HardNegativesConfig, seed: int) -> tuple[SegmentWindows, dict]:
+def mine_hard_negatives(
+    trainer, p: SegmentPrepared, hard: HardNegativesConfig, seed: int
+) -> tuple[SegmentWindows, dict]:
     """Score a sample of the left-out clause-free training windows with the trained model; return those
     where a segment reaches hard.min_score (highest first, capped) and what was scored and added."""
     from toolkit.spans.segment_decoding import best_segment_probability
 
-    chosen_pool = sorted(random.Random(seed).sample(range(len(p.left_out.windows)), min(hard.pool, len(p.left_out.windows))))
+    chosen_pool = sorted(
+        random.Random(seed).sample(range(len(p.left_out.windows)), min(hard.pool, len(p.left_out.windows)))
+    )
     pool = p.left_out.subset(chosen_pool)
     scores: list[float] = []
     if pool.windows:
-        compute_metrics, trainer.compute_metrics = trainer.compute_metrics, None  # dev decoding does not apply to the pool
+        compute_metrics, trainer.compute_metrics = (
+            trainer.compute_metrics,
+            None,
+        )  # dev decoding does not apply to the pool
         try:
             logits = trainer.predict(_dataset(pool)).predictions
         finally:
@@ -184,7 +203,14 @@ class SegmentClassification(Flow):
         m, s = recipe.model, recipe.segments
         model, tokenizer = build_segment_model(m, labels)
         train, train_report, left_out = segment_features(
-            tokenizer, train_records, labels, m.max_length, m.stride, s.min_overlap, recipe.windows.negative_ratio, recipe.seed
+            tokenizer,
+            train_records,
+            labels,
+            m.max_length,
+            m.stride,
+            s.min_overlap,
+            recipe.windows.negative_ratio,
+            recipe.seed,
         )
         dev, dev_report, _ = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
         plan = {
@@ -194,7 +220,19 @@ class SegmentClassification(Flow):
             "steps_per_epoch": steps_per_epoch(len(train.windows), recipe),
             **parameter_counts(model),
         }
-        return SegmentPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train, dev, train_report, dev_report, left_out)
+        return SegmentPrepared(
+            model,
+            tokenizer,
+            plan,
+            train_report.tokens,
+            labels,
+            dev_records,
+            train,
+            dev,
+            train_report,
+            dev_report,
+            left_out,
+        )
 
     def train(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared) -> Trained:
         """Train; then, with segments.hard_negatives, mine hard negatives and train on with them."""
@@ -205,7 +243,9 @@ class SegmentClassification(Flow):
         started = time.perf_counter()
         mined, mining = mine_hard_negatives(first.trainer, p, hard, recipe.seed)
         mining_seconds = time.perf_counter() - started
-        mining.update(seconds=round(mining_seconds, 1), first_stage_best_dev_tuned_jaccard_f1=first.trainer.state.best_metric)
+        mining.update(
+            seconds=round(mining_seconds, 1), first_stage_best_dev_tuned_jaccard_f1=first.trainer.state.best_metric
+        )
         notes = {**first.notes, "hard_negatives": mining}
         if not mined.windows:
             return dataclasses.replace(first, notes=notes)  # nothing fired: another stage would only repeat the first
@@ -214,16 +254,27 @@ class SegmentClassification(Flow):
         self.instrument(trainer, recipe, run_dir, p, first.clock, stage="hard_negatives")
         later = train_resuming(trainer, sum(len(w.input_ids) for w in more.windows))
         # Scoring the pool is not training steps: it counts like an evaluation (in seconds, out of tokens/s).
-        later = dataclasses.replace(later, seconds=later.seconds + mining_seconds, evaluation_seconds=later.evaluation_seconds + mining_seconds)
+        later = dataclasses.replace(
+            later, seconds=later.seconds + mining_seconds, evaluation_seconds=later.evaluation_seconds + mining_seconds
+        )
         return Trained(trainer, first.span.then(later, "hard_negatives"), first.clock, notes)
 
-    def trainer(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, train: SegmentWindows | None = None, stage: str | None = None):
+    def trainer(
+        self,
+        recipe: SegmentClassificationRecipe,
+        run_dir: Path,
+        p: SegmentPrepared,
+        train: SegmentWindows | None = None,
+        stage: str | None = None,
+    ):
         """The Trainer on p.train; a later `stage` trains `train` for segments.hard_negatives.epochs, with
         its own checkpoints (run_dir/checkpoints_<stage>), from the model as the first stage left it."""
         from transformers import EarlyStoppingCallback
 
         texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
-        scorer = SegmentClassifier(None, p.tokenizer, self._meta(recipe, p))  # decoding only: the Trainer runs the model
+        scorer = SegmentClassifier(
+            None, p.tokenizer, self._meta(recipe, p)
+        )  # decoding only: the Trainer runs the model
         jaccard = recipe.eval.jaccard_threshold
 
         def compute_metrics(pred) -> dict:
@@ -232,20 +283,34 @@ class SegmentClassification(Flow):
             shows how soon the model ranks clauses, whatever its calibration."""
             logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
             windows = p.dev.windows
-            scores = SegmentScores(*scorer.probabilities(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)]))
+            scores = SegmentScores(
+                *scorer.probabilities(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)])
+            )
             summary = score(texts, golds, scorer.spans_at(scores), jaccard_threshold=jaccard, bootstrap=0)["summary"]
             counts, crossed_spans = sweep_and_cross_fit(scorer, scores, texts, golds, p.labels, jaccard)
             crossed = score(texts, golds, crossed_spans, jaccard_threshold=jaccard, bootstrap=0)["summary"]
             return {
-                **{k: summary[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")},
-                "macro_aupr": sweep_metrics(counts, p.labels, bootstrap=0, jaccard_threshold=jaccard)["macro"].get("aupr", 0.0),
-                **{f"tuned_{k}": crossed[k] for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "boundary_both_recall")},
+                **{
+                    k: summary[k]
+                    for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")
+                },
+                "macro_aupr": sweep_metrics(counts, p.labels, bootstrap=0, jaccard_threshold=jaccard)["macro"].get(
+                    "aupr", 0.0
+                ),
+                **{
+                    f"tuned_{k}": crossed[k]
+                    for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "boundary_both_recall")
+                },
             }
 
         t, s = recipe.train, recipe.segments
         # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
         args = training_arguments(
-            recipe, run_dir, metric="tuned_jaccard_f1", remove_unused_columns=False, checkpoints=f"checkpoints_{stage}" if stage else "checkpoints"
+            recipe,
+            run_dir,
+            metric="tuned_jaccard_f1",
+            remove_unused_columns=False,
+            checkpoints=f"checkpoints_{stage}" if stage else "checkpoints",
         )
         if stage:
             args.num_train_epochs, args.max_steps = s.hard_negatives.epochs, -1
@@ -274,21 +339,29 @@ class SegmentClassification(Flow):
     def predictor(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model) -> SegmentClassifier:
         return SegmentClassifier(model, p.tokenizer, self._meta(recipe, p), str(next(model.parameters()).device))
 
-    def curve_predictions(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, records) -> tuple[list, list[list[str]], float]:
+    def curve_predictions(
+        self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, records
+    ) -> tuple[list, list[list[str]], float]:
         """Spans at thresholds cross-fitted over two halves of the curve documents, as the final scoring does."""
         classifier = self.predictor(recipe, p, model)
         texts = [r.text for r in records]
         scores = classifier.score(texts, recipe.train.eval_batch_size)
-        _, crossed = sweep_and_cross_fit(classifier, scores, texts, [r.spans for r in records], p.labels, recipe.eval.jaccard_threshold)
+        _, crossed = sweep_and_cross_fit(
+            classifier, scores, texts, [r.spans for r in records], p.labels, recipe.eval.jaccard_threshold
+        )
         return crossed, [[] for _ in records], classifier.last_report["seconds"]
 
     def save(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, directory: Path) -> None:
         """A model directory loadable by `SegmentClassifier.load` and exportable; thresholds are added by `evaluate`."""
         save_model_dir(model, p.tokenizer, directory, self._meta(recipe, p))
 
-    def evaluate(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trained: Trained) -> tuple[dict, dict]:
+    def evaluate(
+        self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trained: Trained
+    ) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
-        metrics, info = score_segment_model(recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size)
+        metrics, info = score_segment_model(
+            recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size
+        )
         return metrics, {
             **info,
             "best_checkpoint_dev_tuned_jaccard_f1": trained.trainer.state.best_metric,

@@ -2,7 +2,8 @@
 
 TF-IDF over each segment (with its neighbours' words) and one logistic regression per label with
 balanced class weights (scikit-learn), fitted in seconds. It has no Trainer, so its flow replaces `run` and
-`plan` rather than going through `flow.run_flow`; it writes the same run directory (config.yaml, data_report.json, model/ with
+`plan` rather than going through `flow.run_flow`; it writes the same run directory (config.yaml, data_report.json,
+model/ with
 toolkit.json, predictions, metrics with the same thresholds and ranking metrics as the encoder), so
 `toolkit eval` and `toolkit compare` treat it like any run.
 """
@@ -34,7 +35,10 @@ def _pipeline(n_labels: int, seed: int):
     from sklearn.pipeline import make_pipeline
 
     classifier = LogisticRegression(class_weight="balanced", max_iter=2000, C=1.0, random_state=seed)
-    return make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, lowercase=True), OneVsRestClassifier(classifier))
+    return make_pipeline(
+        TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, lowercase=True),
+        OneVsRestClassifier(classifier),
+    )
 
 
 class LinearSegments(Flow):
@@ -51,7 +55,12 @@ def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
     train, dev = load_splits(recipe)
     labels = labels_to_learn(recipe, train)
     segments = sum(len(segment_text(r.text)) for r in train)
-    return {"labels": labels, "classifier": LINEAR, "train": {"documents": len(train), "segments": segments}, "dev": {"documents": len(dev)}}
+    return {
+        "labels": labels,
+        "classifier": LINEAR,
+        "train": {"documents": len(train), "segments": segments},
+        "dev": {"documents": len(dev)},
+    }
 
 
 def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunResult:
@@ -93,10 +102,19 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
     model_dir.mkdir(parents=True, exist_ok=True)
     joblib.dump(pipeline, model_dir / LINEAR_FILE)
     space = LabelSpace(tuple(labels), multi_label=True).to_meta()
-    write_meta(model_dir, ModelMeta(task=recipe.task, classifier=recipe.model.kind, **space, min_overlap=recipe.segments.min_overlap))
+    write_meta(
+        model_dir,
+        ModelMeta(task=recipe.task, classifier=recipe.model.kind, **space, min_overlap=recipe.segments.min_overlap),
+    )
     classifier = LinearSegmentClassifier.load(run_dir)
     metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels)
-    run = {"model": LINEAR, "train_seconds": round(fit_seconds, 1), "train_segments": len(inputs), "labels_without_positive_segments": absent, **info}
+    run = {
+        "model": LINEAR,
+        "train_seconds": round(fit_seconds, 1),
+        "train_segments": len(inputs),
+        "labels_without_positive_segments": absent,
+        **info,
+    }
     result = RunResult(run_dir, {**metrics, "run": run})
     flow.write(recipe, result)  # metrics.json and report.md, as every flow writes them
     return result

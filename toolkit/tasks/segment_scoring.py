@@ -23,16 +23,28 @@ from toolkit.tasks.flow import RunResult
 
 
 def sweep_and_cross_fit(
-    classifier: SegmentDecisions, scores: SegmentScores, texts: list[str], golds: list, labels: list[str], jaccard_threshold: float
+    classifier: SegmentDecisions,
+    scores: SegmentScores,
+    texts: list[str],
+    golds: list,
+    labels: list[str],
+    jaccard_threshold: float,
 ) -> tuple[np.ndarray, list[list[PredictedSpan]]]:
     """The documents' threshold counts (the sweep the ranking metrics and threshold choice read) and their
     spans at thresholds cross-fitted over two halves of them."""
-    counts = threshold_counts(texts, golds, scores.segments, scores.probabilities, labels, jaccard_threshold=jaccard_threshold)
+    counts = threshold_counts(
+        texts, golds, scores.segments, scores.probabilities, labels, jaccard_threshold=jaccard_threshold
+    )
     return counts, classifier.spans_at(scores, cross_fitted_from_counts(counts, SCORING.decision_threshold))
 
 
 def score_segment_model(
-    recipe: ExtractionRecipe, run_dir: Path, classifier: SegmentDecisions, dev_records: list[SpanRecord], labels: list[str], batch_size: int = 16
+    recipe: ExtractionRecipe,
+    run_dir: Path,
+    classifier: SegmentDecisions,
+    dev_records: list[SpanRecord],
+    labels: list[str],
+    batch_size: int = 16,
 ) -> tuple[dict, dict]:
     """Every segment model's last step (the encoder's and the linear baseline's): score dev, choose
     per-label thresholds on it and save them with the model, and score predictions made at thresholds
@@ -51,7 +63,9 @@ def score_segment_model(
     write_meta(model_dir, load_meta(model_dir).model_copy(update={"thresholds": thresholds}))
     metrics = score(texts, golds, crossed, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, recipe.seed)
     metrics["ranking"] = sweep_metrics(counts, labels, e.bootstrap, recipe.seed, e.jaccard_threshold)
-    metrics["at_default_threshold"] = score(texts, golds, fixed, e.boundary_tolerance, e.jaccard_threshold, 0, recipe.seed)["summary"]
+    metrics["at_default_threshold"] = score(
+        texts, golds, fixed, e.boundary_tolerance, e.jaccard_threshold, 0, recipe.seed
+    )["summary"]
     metrics["thresholds"] = dict(zip(labels, thresholds))
     write_predictions(run_dir / PREDICTIONS_FILE, dev_records, crossed)
     return metrics, {
@@ -69,7 +83,10 @@ def retune(run_path: Path, data: str | None = None) -> tuple[ExtractionRecipe, R
     run = open_run(run_path)
     predictor = None if run.is_artifact or run.recipe is None else load_predictor(run)
     if not isinstance(predictor, SegmentDecisions):
-        raise ToolkitError(f"{run_path}: not a segment_classification run directory", fix="pass runs/<name> of a segment_classification recipe")
+        raise ToolkitError(
+            f"{run_path}: not a segment_classification run directory",
+            fix="pass runs/<name> of a segment_classification recipe",
+        )
     recipe = run.recipe
     # The run's own dev set, as training read it (data.max_dev_docs), unless other documents are given.
     records = records_for(run, data) if data else records_for(run, recipe.data.dev, recipe.data.max_dev_docs)

@@ -24,7 +24,14 @@ from toolkit.infer.generator import SpanGenerator
 from toolkit.infer.selector import SelectorFit, fit_window_selector, spans_reachable
 from toolkit.registry.span_generation import SpanGenerationRecipe
 from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir, write_hallucinations
-from toolkit.tasks.features import FeatureReport, GenerationWindows, generation_examples, generation_windows, labels_to_learn, sample_negatives
+from toolkit.tasks.features import (
+    FeatureReport,
+    GenerationWindows,
+    generation_examples,
+    generation_windows,
+    labels_to_learn,
+    sample_negatives,
+)
 from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.models import build_causal_model
 from toolkit.tasks.training import pad_collator, parameter_counts, steps_per_epoch, training_arguments
@@ -45,7 +52,9 @@ class GenerationPrepared(Prepared):
     selector: SelectorFit | None
 
 
-def choose_training_windows(recipe: SpanGenerationRecipe, windows: GenerationWindows, report: FeatureReport) -> tuple[list[int], SelectorFit | None]:
+def choose_training_windows(
+    recipe: SpanGenerationRecipe, windows: GenerationWindows, report: FeatureReport
+) -> tuple[list[int], SelectorFit | None]:
     """Every window with a span, plus negatives sampled by windows.negative_ratio. With a selector, the
     negatives come only from windows it flags (cross-validated), as the decoder will only read those."""
     fit = None
@@ -54,7 +63,9 @@ def choose_training_windows(recipe: SpanGenerationRecipe, windows: GenerationWin
         s = recipe.generation.selector
         fit = fit_window_selector([v.text for v in windows.views], windows.positive, s.recall, recipe.seed)
         eligible = [i for i, (p, f) in enumerate(zip(windows.positive, fit.cross_validated_flags)) if p or f]
-    keep, report.negative_windows_kept, dropped = sample_negatives([windows.positive[i] for i in eligible], recipe.windows.negative_ratio, recipe.seed)
+    keep, report.negative_windows_kept, dropped = sample_negatives(
+        [windows.positive[i] for i in eligible], recipe.windows.negative_ratio, recipe.seed
+    )
     report.negative_windows_dropped = dropped + len(windows.views) - len(eligible)
     return [eligible[k] for k in keep], fit
 
@@ -70,14 +81,18 @@ class SpanGeneration(Flow):
         m, g, spec = recipe.model, recipe.generation, completion_spec(recipe)
         train_windows, train_report = generation_windows(tokenizer, train_records, spec, m.max_length, m.stride)
         keep, fit = choose_training_windows(recipe, train_windows, train_report)
-        train_examples, train_report.tokens = generation_examples(tokenizer, train_records, labels, spec, train_windows, keep, g.chat_template)
+        train_examples, train_report.tokens = generation_examples(
+            tokenizer, train_records, labels, spec, train_windows, keep, g.chat_template
+        )
         # The dev loss (which picks the best checkpoint) is taken over the windows the decoder will read.
         dev_windows, dev_report = generation_windows(tokenizer, dev_records, spec, m.max_length, m.stride)
         dev_keep = list(range(len(dev_windows.views)))
         if fit is not None and fit.selector is not None:
             flags = fit.selector.flags([v.text for v in dev_windows.views])
             dev_keep = [i for i, f in enumerate(flags) if f] or dev_keep[:1]
-        dev_examples, dev_report.tokens = generation_examples(tokenizer, dev_records, labels, spec, dev_windows, dev_keep, g.chat_template)
+        dev_examples, dev_report.tokens = generation_examples(
+            tokenizer, dev_records, labels, spec, dev_windows, dev_keep, g.chat_template
+        )
         plan = {
             "labels": labels,
             "target": spec.target,
@@ -89,7 +104,19 @@ class SpanGeneration(Flow):
             "steps_per_epoch": steps_per_epoch(len(train_examples), recipe),
             **parameter_counts(model),
         }
-        return GenerationPrepared(model, tokenizer, plan, train_report.tokens, labels, dev_records, train_examples, dev_examples, train_report, dev_report, fit)
+        return GenerationPrepared(
+            model,
+            tokenizer,
+            plan,
+            train_report.tokens,
+            labels,
+            dev_records,
+            train_examples,
+            dev_examples,
+            train_report,
+            dev_report,
+            fit,
+        )
 
     def trainer(self, recipe: SpanGenerationRecipe, run_dir: Path, p: GenerationPrepared):
         from datasets import Dataset
@@ -127,7 +154,9 @@ class SpanGeneration(Flow):
         if p.selector is not None and p.selector.selector is not None:
             p.selector.selector.save(directory)
 
-    def evaluate(self, recipe: SpanGenerationRecipe, run_dir: Path, p: GenerationPrepared, trained: Trained) -> tuple[dict, dict]:
+    def evaluate(
+        self, recipe: SpanGenerationRecipe, run_dir: Path, p: GenerationPrepared, trained: Trained
+    ) -> tuple[dict, dict]:
         generator = SpanGenerator.load(run_dir)  # score exactly what was saved
         records = p.dev_records
         predictions = generator.predict([r.text for r in records])

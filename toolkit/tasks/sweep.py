@@ -22,7 +22,9 @@ def _trial_recipe(recipe: RecipeBase, params: dict[str, Any], index: int, base: 
     return trial.model_copy(update={"name": f"trial-{index:03d}", "output_dir": str(base / "trials")})
 
 
-def _run_trial(recipe: RecipeBase, params: dict[str, Any], index: int, base: Path, metric: str, overwrite: bool) -> dict | None:
+def _run_trial(
+    recipe: RecipeBase, params: dict[str, Any], index: int, base: Path, metric: str, overwrite: bool
+) -> dict | None:
     trial = _trial_recipe(recipe, params, index, base)
     run_dir = Path(trial.output_dir) / trial.name
     saved = read_metrics(run_dir)
@@ -54,7 +56,11 @@ def plan_sweep(recipe: RecipeBase) -> dict:
     sweep = recipe.sweep
     assert sweep is not None
     base = Path(recipe.output_dir) / recipe.name
-    points = grid_points(sweep.params) if sweep.method == "grid" else [f"{sweep.n_trials} Optuna trials over {sorted(sweep.params)}"]
+    points = (
+        grid_points(sweep.params)
+        if sweep.method == "grid"
+        else [f"{sweep.n_trials} Optuna trials over {sorted(sweep.params)}"]
+    )
     for i, p in enumerate(points if sweep.method == "grid" else []):
         _trial_recipe(recipe, p, i, base)
     return {"method": sweep.method, "trials": points}
@@ -127,7 +133,9 @@ def write_summary(rows: list[dict], keys: list[str], metric: str, base: Path) ->
         ]
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
-    (base / "summary.md").write_text(f"# Sweep: dev {metric}\n\nBest: {best['trial']} ({best[metric]:.4f}).\n\n{table}\n", encoding="utf-8")
+    (base / "summary.md").write_text(
+        f"# Sweep: dev {metric}\n\nBest: {best['trial']} ({best[metric]:.4f}).\n\n{table}\n", encoding="utf-8"
+    )
     summary = {"metric": metric, "params": keys, "trials": rows, "best": best["trial"], "directory": str(base)}
     (base / "sweep.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     plot_heatmap(rows, keys, metric, base / "heatmap.png")
@@ -156,7 +164,8 @@ def sweep_table(summary: dict):
 
 
 def plot_heatmap(rows: list[dict], keys: list[str], metric: str, path: Path) -> None:
-    """Dev metric over the first two swept keys (best over any others), each cell with its training time; best trial outlined."""
+    """Dev metric over the first two swept keys (best over any others), each cell with its training time; best trial
+    outlined."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -183,7 +192,9 @@ def plot_heatmap(rows: list[dict], keys: list[str], metric: str, path: Path) -> 
     best = max(rows, key=lambda r: r[metric])
     for (x, y), r in cells.items():
         i, j = ys.index(y), xs.index(x)
-        ax.text(j, i, f"{r[metric]:.3f}\n{r['train_seconds']:.0f} s", ha="center", va="center", color="white", fontsize=9)
+        ax.text(
+            j, i, f"{r[metric]:.3f}\n{r['train_seconds']:.0f} s", ha="center", va="center", color="white", fontsize=9
+        )
         if r is best:
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=3))
     ax.set_xticks(range(len(xs)), [str(v) for v in xs])

@@ -53,7 +53,9 @@ def class_weights(choice, space: LabelSpace, targets: list[list]) -> list[float]
         return [total / (len(names) * counts[i]) if counts[i] else 1.0 for i in range(len(names))]
     unknown = set(choice) - set(space.labels) - {"O"}
     if unknown:
-        raise ToolkitError(f"train.class_weights names unknown labels {sorted(unknown)}", fix=f"use labels among {space.labels} (or O)")
+        raise ToolkitError(
+            f"train.class_weights names unknown labels {sorted(unknown)}", fix=f"use labels among {space.labels} (or O)"
+        )
     return [choice.get("O", 1.0) if n.startswith("O") else choice.get(n.split("-", 1)[1], 1.0) for n in names]
 
 
@@ -85,9 +87,12 @@ def _trainer_class():
     from transformers import Trainer
 
     class SpanTrainer(Trainer):
-        """Trainer with class-weighted cross-entropy over tags (flat), or over O/B/I in every label's layer (multi-label)."""
+        """Trainer with class-weighted cross-entropy over tags (flat), or over O/B/I in every label's layer
+        (multi-label)."""
 
-        def __init__(self, *args, loss_weights=None, multi_label=False, layer_decay=None, head_learning_rate=None, **kwargs):
+        def __init__(
+            self, *args, loss_weights=None, multi_label=False, layer_decay=None, head_learning_rate=None, **kwargs
+        ):
             super().__init__(*args, **kwargs)
             self.loss_weights = torch.tensor(loss_weights, dtype=torch.float) if loss_weights else None
             self.multi_label = multi_label
@@ -129,7 +134,9 @@ def _trainer_class():
                 loss = self._multi_label_loss(logits, labels)
             else:
                 weight = self.loss_weights.to(logits.device) if self.loss_weights is not None else None
-                loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), weight=weight, ignore_index=-100)
+                loss = torch.nn.functional.cross_entropy(
+                    logits.view(-1, logits.shape[-1]), labels.view(-1), weight=weight, ignore_index=-100
+                )
             return (loss, outputs) if return_outputs else loss
 
         def _multi_label_loss(self, logits, labels):
@@ -156,13 +163,18 @@ def average_last_checkpoints(trainer, k: int) -> list[str]:
     chosen = last_checkpoints(Path(trainer.args.output_dir), k)
     if len(chosen) < k or not all((c / "model.safetensors").is_file() for c in chosen):
         raise ToolkitError(
-            f"train.average_checkpoints={k} needs {k} full-model checkpoints in {trainer.args.output_dir}; found {[c.name for c in chosen]}",
-            fix="train for more evaluations (train.eval_every), keep them (train.save_total_limit), or drop average_checkpoints (LoRA checkpoints hold adapters only)",
+            f"train.average_checkpoints={k} needs {k} full-model checkpoints in {trainer.args.output_dir}; found "
+            f"{[c.name for c in chosen]}",
+            fix=(
+                "train for more evaluations (train.eval_every), keep them (train.save_total_limit), or drop "
+                "average_checkpoints (LoRA checkpoints hold adapters only)"
+            ),
         )
     missing, unexpected = trainer.model.load_state_dict(average_checkpoints(chosen), strict=False)
     if unexpected or missing:
         raise ToolkitError(
-            f"averaged checkpoints do not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})", fix="drop train.average_checkpoints"
+            f"averaged checkpoints do not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})",
+            fix="drop train.average_checkpoints",
         )
     return [c.name for c in chosen]
 
@@ -215,14 +227,29 @@ class TokenClassification(Flow):
             **parameter_counts(model),
         }
         return TokenPrepared(
-            model, tokenizer, plan, train_report.tokens, space, dev_records, train_windows, train_targets, dev_windows, dev_targets, train_report, dev_report
+            model,
+            tokenizer,
+            plan,
+            train_report.tokens,
+            space,
+            dev_records,
+            train_windows,
+            train_targets,
+            dev_windows,
+            dev_targets,
+            train_report,
+            dev_report,
         )
 
     def trainer(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared):
         from transformers import EarlyStoppingCallback
 
         texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
-        docs, offsets, word_ids = [w.doc for w in p.dev_windows], [w.offsets for w in p.dev_windows], [w.word_ids for w in p.dev_windows]
+        docs, offsets, word_ids = (
+            [w.doc for w in p.dev_windows],
+            [w.offsets for w in p.dev_windows],
+            [w.word_ids for w in p.dev_windows],
+        )
 
         def compute_metrics(pred) -> dict:
             logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
@@ -253,7 +280,9 @@ class TokenClassification(Flow):
     def train(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared) -> Trained:
         trained = super().train(recipe, run_dir, p)
         if recipe.train.average_checkpoints:
-            trained.notes["averaged_checkpoints"] = average_last_checkpoints(trained.trainer, recipe.train.average_checkpoints)
+            trained.notes["averaged_checkpoints"] = average_last_checkpoints(
+                trained.trainer, recipe.train.average_checkpoints
+            )
         return trained
 
     def save(self, recipe: TokenClassificationRecipe, p: TokenPrepared, model, directory: Path) -> None:
@@ -261,12 +290,16 @@ class TokenClassification(Flow):
         save_model_dir(model, p.tokenizer, directory, self.meta(recipe, p))
 
     def meta(self, recipe: TokenClassificationRecipe, p: TokenPrepared) -> ModelMeta:
-        return ModelMeta(task=recipe.task, **p.space.to_meta(), max_length=recipe.model.max_length, stride=recipe.model.stride)
+        return ModelMeta(
+            task=recipe.task, **p.space.to_meta(), max_length=recipe.model.max_length, stride=recipe.model.stride
+        )
 
     def predictor(self, recipe: TokenClassificationRecipe, p: TokenPrepared, model) -> Tagger:
         return Tagger(model, p.tokenizer, self.meta(recipe, p), str(next(model.parameters()).device))
 
-    def evaluate(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared, trained: Trained) -> tuple[dict, dict]:
+    def evaluate(
+        self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared, trained: Trained
+    ) -> tuple[dict, dict]:
         tagger = Tagger.load(run_dir)  # score exactly what was saved
         predictions = tagger.predict([r.text for r in p.dev_records], recipe.train.eval_batch_size)
         metrics = score(

@@ -67,17 +67,32 @@ def precision_flags(choice: str) -> dict:
     if choice == "prefer_bf16":
         choice = "bf16" if bf16_supported("cuda" if cuda else "cpu") else "fp32"
     if choice == "fp16" and not cuda:
-        raise ToolkitError("train.precision=fp16 needs a CUDA device", fix="use train.precision=auto (fp32 on CPU), or bf16 on a CPU with bf16 units")
+        raise ToolkitError(
+            "train.precision=fp16 needs a CUDA device",
+            fix="use train.precision=auto (fp32 on CPU), or bf16 on a CPU with bf16 units",
+        )
     if choice == "bf16" and not cuda and not (machine := describe())["bf16"]:
         raise ToolkitError(
-            f"train.precision=bf16 needs a CUDA device or a CPU with bf16 units (avx512_bf16, amx_bf16); this CPU has {' '.join(machine['cpu_flags']) or 'none of them'}",
+            f"train.precision=bf16 needs a CUDA device or a CPU with bf16 units (avx512_bf16, amx_bf16); this CPU has "
+            f"{' '.join(machine['cpu_flags']) or 'none of them'}",
             fix="use train.precision=auto (fp32 on this CPU)",
         )
     # transformers takes bf16 on a CPU only with use_cpu set (else it looks for a bf16 GPU).
-    return {"bf16": choice == "bf16", "fp16": choice == "fp16", **({"use_cpu": True} if choice == "bf16" and not cuda else {})}
+    return {
+        "bf16": choice == "bf16",
+        "fp16": choice == "fp16",
+        **({"use_cpu": True} if choice == "bf16" and not cuda else {}),
+    }
 
 
-def training_arguments(recipe: RecipeBase, run_dir: Path, metric: str, greater_is_better: bool = True, checkpoints: str = "checkpoints", **extra):
+def training_arguments(
+    recipe: RecipeBase,
+    run_dir: Path,
+    metric: str,
+    greater_is_better: bool = True,
+    checkpoints: str = "checkpoints",
+    **extra,
+):
     """TrainingArguments from a recipe: a checkpoint per evaluation (in run_dir/`checkpoints`), best checkpoint
     by `metric` kept and loaded at the end."""
     import torch
@@ -87,7 +102,12 @@ def training_arguments(recipe: RecipeBase, run_dir: Path, metric: str, greater_i
     schedule = (
         {"eval_strategy": "epoch", "save_strategy": "epoch"}
         if t.eval_every == "epoch"
-        else {"eval_strategy": "steps", "save_strategy": "steps", "eval_steps": t.eval_every, "save_steps": t.eval_every}
+        else {
+            "eval_strategy": "steps",
+            "save_strategy": "steps",
+            "eval_steps": t.eval_every,
+            "save_steps": t.eval_every,
+        }
     )
     cuda = torch.cuda.is_available()
     return TrainingArguments(
@@ -154,7 +174,10 @@ class TrainingSpan:
 
     def then(self, later: TrainingSpan, stage: str) -> TrainingSpan:
         """This span followed by a later training stage (its log entries tagged with `stage`, steps counted on)."""
-        log = self.log + [{**e, "stage": stage, **({"step": e["step"] + self.optimizer_steps} if "step" in e else {})} for e in later.log]
+        log = self.log + [
+            {**e, "stage": stage, **({"step": e["step"] + self.optimizer_steps} if "step" in e else {})}
+            for e in later.log
+        ]
         return TrainingSpan(
             self.seconds + later.seconds,
             self.resumed_from,
@@ -174,10 +197,14 @@ def train_resuming(trainer, epoch_tokens: int) -> TrainingSpan:
     import time
 
     folder = Path(trainer.args.output_dir)
-    checkpoints = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if folder.is_dir() else []
+    checkpoints = (
+        sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])) if folder.is_dir() else []
+    )
     start_epoch = 0.0
     if checkpoints and (checkpoints[-1] / "trainer_state.json").is_file():
-        start_epoch = float(json.loads((checkpoints[-1] / "trainer_state.json").read_text(encoding="utf-8")).get("epoch") or 0)
+        start_epoch = float(
+            json.loads((checkpoints[-1] / "trainer_state.json").read_text(encoding="utf-8")).get("epoch") or 0
+        )
     evaluation = 0.0
     evaluate = trainer.evaluate
 
@@ -199,4 +226,13 @@ def train_resuming(trainer, epoch_tokens: int) -> TrainingSpan:
     completed = float(trainer.state.epoch or 0)
     epochs = completed - start_epoch
     resumed = checkpoints[-1].name if checkpoints else None
-    return TrainingSpan(seconds, resumed, epochs, evaluation, epoch_tokens * epochs, completed, trainer.state.global_step, list(trainer.state.log_history))
+    return TrainingSpan(
+        seconds,
+        resumed,
+        epochs,
+        evaluation,
+        epoch_tokens * epochs,
+        completed,
+        trainer.state.global_step,
+        list(trainer.state.log_history),
+    )

@@ -73,7 +73,10 @@ def parse_label_map(pairs: Iterable[str]) -> dict[str, str]:
     for pair in pairs:
         old, sep, new = pair.partition("=")
         if not sep or not old:
-            raise ToolkitError(f"--map-label {pair!r} is not OLD=NEW", fix="e.g. --map-label SpecificDisease=Disease (OLD= drops the label)")
+            raise ToolkitError(
+                f"--map-label {pair!r} is not OLD=NEW",
+                fix="e.g. --map-label SpecificDisease=Disease (OLD= drops the label)",
+            )
         out[old] = new
     return out
 
@@ -119,7 +122,8 @@ def run_import(
             log.drop_document(
                 "leakage",
                 f"the same document is also in {seen_source[rec.id]}: two splits share it.",
-                f"import each split on its own, with --holdout naming the other (e.g. the file that holds {rec.id!r} for dev).",
+                f"import each split on its own, with --holdout naming the other (e.g. the file that holds {rec.id!r} "
+                f"for dev).",
                 spans=len(rec.spans),
                 **where,
             )
@@ -160,9 +164,20 @@ def _map_labels(rec: SpanRecord, label_map: dict[str, str], log: ImportLog, wher
 
     rec, dropped, merged = map_record_labels(rec, label_map)
     for s in dropped:
-        log.drop_span("label_dropped", f"{s.start}-{s.end} {s.label!r} dropped by --map-label.", "nothing to do.", severity="warning", **where)
+        log.drop_span(
+            "label_dropped",
+            f"{s.start}-{s.end} {s.label!r} dropped by --map-label.",
+            "nothing to do.",
+            severity="warning",
+            **where,
+        )
     if merged:
-        log.warn("labels_merged", f"{merged} span(s) became identical after label mapping; kept once.", "nothing to do.", **where)
+        log.warn(
+            "labels_merged",
+            f"{merged} span(s) became identical after label mapping; kept once.",
+            "nothing to do.",
+            **where,
+        )
     return rec
 
 

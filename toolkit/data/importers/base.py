@@ -28,7 +28,9 @@ class ImportLog:
         self.spans_dropped += 1
         self.problems.append(Problem(kind, "span left out: " + message, fix, severity=severity, **where))
 
-    def drop_document(self, kind: str, message: str, fix: str, severity: str = "error", spans: int = 0, **where) -> None:
+    def drop_document(
+        self, kind: str, message: str, fix: str, severity: str = "error", spans: int = 0, **where
+    ) -> None:
         self.documents_dropped += 1
         self.spans_dropped += spans
         self.problems.append(Problem(kind, "document left out: " + message, fix, severity=severity, **where))
@@ -54,7 +56,9 @@ class ImportLog:
         }
 
 
-def checked_span(text: str, start: int, end: int, label: str, log: ImportLog, expected: str | None = None, **where) -> Span | None:
+def checked_span(
+    text: str, start: int, end: int, label: str, log: ImportLog, expected: str | None = None, **where
+) -> Span | None:
     """A span for `text[start:end]`, or None with a logged reason.
 
     Out-of-range, empty and blank spans are left out. Surrounding whitespace is
@@ -74,7 +78,11 @@ def checked_span(text: str, start: int, end: int, label: str, log: ImportLog, ex
         return None
     covered = text[start:end]
     # Formats with one annotation a line write newlines and tabs inside a mention as spaces.
-    if expected is not None and covered != expected and covered.replace("\n", " ").replace("\t", " ").replace("\r", " ") != expected:
+    if (
+        expected is not None
+        and covered != expected
+        and covered.replace("\n", " ").replace("\t", " ").replace("\r", " ") != expected
+    ):
         if " ".join(covered.split()) == " ".join(expected.split()):
             log.warn(
                 "mention_whitespace",
@@ -92,7 +100,9 @@ def checked_span(text: str, start: int, end: int, label: str, log: ImportLog, ex
             return None
     stripped = covered.strip()
     if not stripped:
-        log.drop_span("blank_span", f"{start}-{end} {label!r} covers only whitespace.", "remove it from the source.", **where)
+        log.drop_span(
+            "blank_span", f"{start}-{end} {label!r} covers only whitespace.", "remove it from the source.", **where
+        )
         return None
     if stripped != covered:
         lead = len(covered) - len(covered.lstrip())

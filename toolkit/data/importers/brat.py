@@ -15,7 +15,15 @@ from toolkit.data.schema import SpanRecord, sort_spans
 from toolkit.errors import ToolkitError
 
 DISCONTINUOUS = ("report", "split")
-_IGNORED = {"R": "relations", "E": "events", "A": "attributes", "M": "attributes", "N": "normalizations", "#": "notes", "*": "equivalences"}
+_IGNORED = {
+    "R": "relations",
+    "E": "events",
+    "A": "attributes",
+    "M": "attributes",
+    "N": "normalizations",
+    "#": "notes",
+    "*": "equivalences",
+}
 
 
 def _ann_files(paths: list[Path]) -> list[Path]:
@@ -29,9 +37,14 @@ def _ann_files(paths: list[Path]) -> list[Path]:
         elif p.suffix == ".txt" and p.with_suffix(".ann").is_file():
             out.append(p.with_suffix(".ann"))
         else:
-            raise ToolkitError(f"{p}: not a BRAT .ann file or a directory of them", fix="pass DIR or DOC.ann files (each with DOC.txt beside it)")
+            raise ToolkitError(
+                f"{p}: not a BRAT .ann file or a directory of them",
+                fix="pass DIR or DOC.ann files (each with DOC.txt beside it)",
+            )
     if not out:
-        raise ToolkitError(f"no .ann files under {', '.join(map(str, paths))}", fix="pass the BRAT collection directory")
+        raise ToolkitError(
+            f"no .ann files under {', '.join(map(str, paths))}", fix="pass the BRAT collection directory"
+        )
     return out
 
 
@@ -41,7 +54,12 @@ def read_brat(paths: list[Path], log: ImportLog, discontinuous: str = "report") 
     for ann in _ann_files(paths):
         txt = ann.with_suffix(".txt")
         if not txt.is_file():
-            log.drop_document("missing_text", f"{ann.name} has no {txt.name} beside it.", "put the document text next to its .ann file.", file=str(ann))
+            log.drop_document(
+                "missing_text",
+                f"{ann.name} has no {txt.name} beside it.",
+                "put the document text next to its .ann file.",
+                file=str(ann),
+            )
             continue
         # newline="" keeps \r\n as two characters: BRAT offsets count them.
         text = txt.open(encoding="utf-8", newline="").read()
@@ -57,7 +75,12 @@ def read_brat(paths: list[Path], log: ImportLog, discontinuous: str = "report") 
                 continue
             parts = line.split("\t")
             if len(parts) < 3:
-                log.drop_span("bad_annotation_line", f"{line[:60]!r} is not ID<TAB>TYPE OFFSETS<TAB>TEXT.", "fix the line in the .ann file.", **where)
+                log.drop_span(
+                    "bad_annotation_line",
+                    f"{line[:60]!r} is not ID<TAB>TYPE OFFSETS<TAB>TEXT.",
+                    "fix the line in the .ann file.",
+                    **where,
+                )
                 continue
             label, _, offsets = parts[1].partition(" ")
             try:
@@ -65,7 +88,12 @@ def read_brat(paths: list[Path], log: ImportLog, discontinuous: str = "report") 
                 if any(len(f) != 2 for f in fragments):
                     raise ValueError
             except ValueError:
-                log.drop_span("bad_offsets", f"offsets {offsets!r} of {parts[0]} are not START END[;START END].", "fix the offsets.", **where)
+                log.drop_span(
+                    "bad_offsets",
+                    f"offsets {offsets!r} of {parts[0]} are not START END[;START END].",
+                    "fix the offsets.",
+                    **where,
+                )
                 continue
             if len(fragments) > 1:
                 if discontinuous == "report":
@@ -77,7 +105,12 @@ def read_brat(paths: list[Path], log: ImportLog, discontinuous: str = "report") 
                         **where,
                     )
                     continue
-                log.warn("discontinuous_split", f"{parts[0]} {label!r} split into {len(fragments)} spans.", "nothing to do.", **where)
+                log.warn(
+                    "discontinuous_split",
+                    f"{parts[0]} {label!r} split into {len(fragments)} spans.",
+                    "nothing to do.",
+                    **where,
+                )
                 for a, b in fragments:
                     span = checked_span(text, a, b, label, log, **where)
                     if span is not None:

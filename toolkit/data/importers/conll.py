@@ -84,7 +84,9 @@ def read_conll(paths: list[Path], log: ImportLog, scheme: str = "auto") -> Itera
         try:
             has_docstart, all_tags = _prescan(path)
         except UnicodeDecodeError as exc:
-            raise ToolkitError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})", fix="re-encode the file as UTF-8") from None
+            raise ToolkitError(
+                f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})", fix="re-encode the file as UTF-8"
+            ) from None
         file_scheme = guess_scheme(all_tags) if scheme == "auto" else scheme
         for n, (doc_id, sentences) in enumerate(_documents(path, has_docstart), start=1):
             rid = doc_id or f"{path.stem}-{n}"
@@ -110,7 +112,12 @@ def _to_record(rid: str, sentences: list[list[Token]], scheme: str, log: ImportL
                 pos += 1
             if tag == "":
                 log.warn(
-                    "missing_tag", f"token {token!r} has no tag column; read as O.", "write TOKEN<TAB>TAG on every line.", file=name, line=no, record_id=rid
+                    "missing_tag",
+                    f"token {token!r} has no tag column; read as O.",
+                    "write TOKEN<TAB>TAG on every line.",
+                    file=name,
+                    line=no,
+                    record_id=rid,
                 )
                 tag = "O"
             pieces.append(token)
@@ -122,16 +129,25 @@ def _to_record(rid: str, sentences: list[list[Token]], scheme: str, log: ImportL
     chunks, issues = decode_tags(tags, scheme)  # type: ignore[arg-type]
     for index, message in issues:
         log.warn(
-            "tag_sequence", message + ".", f"check the tags, or pass --scheme if the file is not {scheme.upper()}.", file=name, line=lines[index], record_id=rid
+            "tag_sequence",
+            message + ".",
+            f"check the tags, or pass --scheme if the file is not {scheme.upper()}.",
+            file=name,
+            line=lines[index],
+            record_id=rid,
         )
     spans = [Span(start=offsets[a][0], end=offsets[b - 1][1], label=label) for label, a, b in chunks]
     return SpanRecord(
-        id=rid, text=text, spans=sorted(spans, key=lambda s: (s.start, s.end, s.label)), meta={"source": Path(name).name, "line": sentences[0][0][0]}
+        id=rid,
+        text=text,
+        spans=sorted(spans, key=lambda s: (s.start, s.end, s.label)),
+        meta={"source": Path(name).name, "line": sentences[0][0][0]},
     )
 
 
 def write_conll(records: list[SpanRecord], path: Path, log: ImportLog, scheme: str = "iob2") -> None:
-    """Export as TOKEN<TAB>TAG lines. Overlapping spans cannot be flat-tagged: the fewest are left out, each reported."""
+    """Export as TOKEN<TAB>TAG lines. Overlapping spans cannot be flat-tagged: the fewest are left out, each
+    reported."""
     path = Path(path)
     with path.open("w", encoding="utf-8") as out:
         for rec in records:
@@ -141,7 +157,8 @@ def write_conll(records: list[SpanRecord], path: Path, log: ImportLog, scheme: s
                 if i not in kept:
                     log.drop_span(
                         "not_representable",
-                        f"{s.start}-{s.end} {s.label!r} overlaps another span; a flat tag sequence holds one span per token.",
+                        f"{s.start}-{s.end} {s.label!r} overlaps another span; a flat tag sequence holds one span per "
+                        f"token.",
                         "export to docbin or brat (they keep overlaps), or split labels into separate files.",
                         severity="warning",
                         record_id=rec.id,

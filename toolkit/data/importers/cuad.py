@@ -68,7 +68,8 @@ def _txt_files(paths: list[Path]) -> list[Path]:
             out.append(p)
         else:
             raise ToolkitError(
-                f"{p}: not a contract .txt file or a directory of them", fix="pass master_clauses.csv followed by the full_contract_txt directory"
+                f"{p}: not a contract .txt file or a directory of them",
+                fix="pass master_clauses.csv followed by the full_contract_txt directory",
             )
     return out
 
@@ -95,7 +96,10 @@ def read_cuad(paths: list[Path], log: ImportLog) -> Iterator[SpanRecord]:
     """paths: master_clauses.csv, then contract .txt files or directories of them."""
     csv_paths = [Path(p) for p in paths if str(p).lower().endswith(".csv")]
     if len(csv_paths) != 1:
-        raise ToolkitError("CUAD import needs exactly one master_clauses.csv", fix="toolkit import cuad master_clauses.csv full_contract_txt/ -o cuad.jsonl")
+        raise ToolkitError(
+            "CUAD import needs exactly one master_clauses.csv",
+            fix="toolkit import cuad master_clauses.csv full_contract_txt/ -o cuad.jsonl",
+        )
     csv_path = csv_paths[0]
     index = _TextIndex(_txt_files([p for p in paths if not str(p).lower().endswith(".csv")]))
     csv.field_size_limit(sys.maxsize)  # clause cells are long
@@ -114,15 +118,27 @@ def read_cuad(paths: list[Path], log: ImportLog) -> Iterator[SpanRecord]:
             where = {"file": str(csv_path), "line": line, "record_id": filename}
             if txt is None:
                 log.drop_document(
-                    "missing_text", f"no contract text matches {filename!r}.", "pass the directory holding its .txt file.", severity="warning", **where
+                    "missing_text",
+                    f"no contract text matches {filename!r}.",
+                    "pass the directory holding its .txt file.",
+                    severity="warning",
+                    **where,
                 )
                 continue
             if how == "similar":
                 log.warn(
-                    "filename_matched", f"{filename!r} matched {txt.name!r} by similarity.", "check the pairing; rename the .txt to match exactly.", **where
+                    "filename_matched",
+                    f"{filename!r} matched {txt.name!r} by similarity.",
+                    "check the pairing; rename the .txt to match exactly.",
+                    **where,
                 )
             if txt in used_txt:
-                log.drop_document("duplicate_row", f"{txt.name} is already paired with an earlier row.", "remove the duplicate row.", **where)
+                log.drop_document(
+                    "duplicate_row",
+                    f"{txt.name} is already paired with an earlier row.",
+                    "remove the duplicate row.",
+                    **where,
+                )
                 continue
             used_txt.add(txt)
             yield _record(txt, row, categories, log, where)
@@ -137,7 +153,13 @@ def _record(txt: Path, row: dict, categories: list[str], log: ImportLog, where: 
         try:
             strings = _clause_strings(row[label] or "")
         except (ValueError, SyntaxError):
-            log.drop_span("bad_cell", f"column {label!r} is not a list of strings.", "write the cell as ['clause one', 'clause two'].", field=label, **where)
+            log.drop_span(
+                "bad_cell",
+                f"column {label!r} is not a list of strings.",
+                "write the cell as ['clause one', 'clause two'].",
+                field=label,
+                **where,
+            )
             continue
         wanted = OCCURRENCE_OVERRIDES.get(label, 1)
         for string in strings:
@@ -160,5 +182,10 @@ def _record(txt: Path, row: dict, categories: list[str], log: ImportLog, where: 
                     spans.append(span)
     unique = sorted(set(spans), key=lambda s: (s.start, s.end, s.label))
     if len(unique) != len(spans):
-        log.warn("repeated_clause", f"{len(spans) - len(unique)} clause piece(s) listed twice under the same category; kept once.", "nothing to do.", **where)
+        log.warn(
+            "repeated_clause",
+            f"{len(spans) - len(unique)} clause piece(s) listed twice under the same category; kept once.",
+            "nothing to do.",
+            **where,
+        )
     return SpanRecord(id=rid, text=text, spans=sort_spans(unique), meta={"source": txt.name})

@@ -20,7 +20,9 @@ from toolkit.spans.overlaps import max_disjoint, split_offsets
 DEFAULT_SPANS_KEY = "sc"
 
 
-def read_docbin(paths: list[Path], log: ImportLog, spans_key: str | None = None, lang: str = "en") -> Iterator[SpanRecord]:
+def read_docbin(
+    paths: list[Path], log: ImportLog, spans_key: str | None = None, lang: str = "en"
+) -> Iterator[SpanRecord]:
     """Spans from `doc.spans` (every key, or `spans_key`) and `doc.ents`, de-duplicated."""
     import spacy
     from spacy.tokens import DocBin
@@ -33,7 +35,10 @@ def read_docbin(paths: list[Path], log: ImportLog, spans_key: str | None = None,
         try:
             docs = DocBin().from_disk(path).get_docs(vocab)
         except Exception as exc:  # spaCy raises several types for a corrupt file
-            raise ToolkitError(f"{path}: not a spaCy DocBin ({type(exc).__name__}: {exc})", fix="pass a .spacy file written by DocBin.to_disk") from None
+            raise ToolkitError(
+                f"{path}: not a spaCy DocBin ({type(exc).__name__}: {exc})",
+                fix="pass a .spacy file written by DocBin.to_disk",
+            ) from None
         for n, doc in enumerate(docs):
             rid = str(doc.user_data.get("id", f"{path.stem}-{n}"))
             where = {"file": str(path), "record_id": rid}
@@ -46,10 +51,14 @@ def read_docbin(paths: list[Path], log: ImportLog, spans_key: str | None = None,
                     span = checked_span(doc.text, sp.start_char, sp.end_char, sp.label_, log, **where)
                     if span is not None:
                         spans.append(span)
-            yield SpanRecord(id=rid, text=doc.text, spans=sort_spans(list(dict.fromkeys(spans))), meta={"source": path.name})
+            yield SpanRecord(
+                id=rid, text=doc.text, spans=sort_spans(list(dict.fromkeys(spans))), meta={"source": path.name}
+            )
 
 
-def write_docbin(records: list[SpanRecord], path: Path, log: ImportLog, spans_key: str = DEFAULT_SPANS_KEY, lang: str = "en") -> None:
+def write_docbin(
+    records: list[SpanRecord], path: Path, log: ImportLog, spans_key: str = DEFAULT_SPANS_KEY, lang: str = "en"
+) -> None:
     import spacy
     from spacy.tokens import Doc, DocBin
 
@@ -66,7 +75,10 @@ def write_docbin(records: list[SpanRecord], path: Path, log: ImportLog, spans_ke
             spaces.append(nxt > b and rec.text[b] == " " and nxt == b + 1)
         doc = Doc(nlp.vocab, words=words, spaces=spaces)
         if doc.text != rec.text:
-            raise ToolkitError(f"record {rec.id!r}: spaCy could not rebuild the text exactly", fix="report this as a bug with the record")
+            raise ToolkitError(
+                f"record {rec.id!r}: spaCy could not rebuild the text exactly",
+                fix="report this as a bug with the record",
+            )
         made = [doc.char_span(s.start, s.end, label=s.label, alignment_mode="strict") for s in rec.spans]
         assert all(m is not None for m in made), "token split at span edges guarantees alignment"
         doc.spans[spans_key] = made
@@ -76,7 +88,8 @@ def write_docbin(records: list[SpanRecord], path: Path, log: ImportLog, spans_ke
             if i not in kept:
                 log.warn(
                     "not_in_ents",
-                    f"span {s.start}-{s.end} {s.label!r} overlaps another: kept in doc.spans[{spans_key!r}] only, not in doc.ents.",
+                    f"span {s.start}-{s.end} {s.label!r} overlaps another: kept in doc.spans[{spans_key!r}] only, not "
+                    f"in doc.ents.",
                     "read doc.spans, or use a spans-aware component (spancat).",
                     record_id=rec.id,
                     field=f"spans[{i}]",

@@ -46,7 +46,9 @@ def _text_key(data: dict, wanted: str | None) -> str | None:
     return strings[0] if len(strings) == 1 else None
 
 
-def read_labelstudio(paths: list[Path], log: ImportLog, text_key: str | None = None, predictions: bool = False) -> Iterator[SpanRecord]:
+def read_labelstudio(
+    paths: list[Path], log: ImportLog, text_key: str | None = None, predictions: bool = False
+) -> Iterator[SpanRecord]:
     """One record per task, from its first non-cancelled annotation (others are reported); with
     `predictions`, from its first model prediction instead (what `toolkit predict --format labelstudio` wrote)."""
     for path in paths:
@@ -56,14 +58,18 @@ def read_labelstudio(paths: list[Path], log: ImportLog, text_key: str | None = N
         except FileNotFoundError:
             raise ToolkitError(f"{path}: no such file", fix="pass Label Studio JSON export files") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ToolkitError(f"{path}: not valid UTF-8 JSON ({exc})", fix="export the project again as JSON (not JSON-MIN or CSV)") from None
+            raise ToolkitError(
+                f"{path}: not valid UTF-8 JSON ({exc})", fix="export the project again as JSON (not JSON-MIN or CSV)"
+            ) from None
         if not isinstance(tasks, list):
             raise ToolkitError(f"{path}: expected a list of tasks", fix="export the project as JSON (Export > JSON)")
         for n, task in enumerate(tasks):
             yield from _task(task, n, path, log, text_key, predictions)
 
 
-def _task(task, n: int, path: Path, log: ImportLog, text_key: str | None, predictions: bool = False) -> Iterator[SpanRecord]:
+def _task(
+    task, n: int, path: Path, log: ImportLog, text_key: str | None, predictions: bool = False
+) -> Iterator[SpanRecord]:
     where = {"file": str(path), "field": f"[{n}]"}
     if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
         log.drop_document("bad_task", f"task {n} has no 'data' object.", "export the project again as JSON.", **where)
@@ -85,7 +91,11 @@ def _task(task, n: int, path: Path, log: ImportLog, text_key: str | None, predic
     annotations = [a for a in task.get(kind) or [] if isinstance(a, dict) and not a.get("was_cancelled")]
     if not annotations:
         other = "predictions" if kind == "annotations" else "annotations"
-        hint = f" It has {other}: pass {'--predictions' if other == 'predictions' else 'no --predictions'} to read them." if task.get(other) else ""
+        hint = (
+            f" It has {other}: pass {'--predictions' if other == 'predictions' else 'no --predictions'} to read them."
+            if task.get(other)
+            else ""
+        )
         log.drop_document(
             "unlabeled_task",
             f"task {rid} has no (non-cancelled) {kind}.{hint}",
@@ -115,7 +125,9 @@ def _task(task, n: int, path: Path, log: ImportLog, text_key: str | None, predic
             if start in to_index and end in to_index and text[to_index[start] : to_index[end]] == expected:
                 start, end = to_index[start], to_index[end]
         for label in value.get("labels") or []:
-            span = checked_span(text, start, end, label, log, expected=expected, **{**where, "field": f"[{n}].{kind}[0].result[{k}]"})
+            span = checked_span(
+                text, start, end, label, log, expected=expected, **{**where, "field": f"[{n}].{kind}[0].result[{k}]"}
+            )
             if span is not None:
                 spans.append(span)
         if not value.get("labels"):
@@ -134,7 +146,12 @@ def write_labelstudio(records: list[SpanRecord], path: Path, log: ImportLog) -> 
                 "from_name": "label",
                 "to_name": "text",
                 "type": "labels",
-                "value": {"start": units[s.start], "end": units[s.end], "text": rec.text[s.start : s.end], "labels": [s.label]},
+                "value": {
+                    "start": units[s.start],
+                    "end": units[s.end],
+                    "text": rec.text[s.start : s.end],
+                    "labels": [s.label],
+                },
             }
             for k, s in enumerate(rec.spans)
         ]
@@ -159,14 +176,21 @@ def write_labelstudio_predictions(stream: Path, out: Path, model_version: str) -
                     "from_name": "label",
                     "to_name": "text",
                     "type": "labels",
-                    "value": {"start": units[s["start"]], "end": units[s["end"]], "text": text[s["start"] : s["end"]], "labels": [s["label"]]},
+                    "value": {
+                        "start": units[s["start"]],
+                        "end": units[s["end"]],
+                        "text": text[s["start"] : s["end"]],
+                        "labels": [s["label"]],
+                    },
                     "score": s["score"],
                 }
                 for k, s in enumerate(rec["spans"])
             ]
             lowest = min((s["score"] for s in rec["spans"]), default=1.0)
             data = {"text": text, "id": rec["id"], "source": rec["meta"]["source"]}
-            tasks.append({"data": data, "predictions": [{"model_version": model_version, "score": lowest, "result": result}]})
+            tasks.append(
+                {"data": data, "predictions": [{"model_version": model_version, "score": lowest, "result": result}]}
+            )
     tmp = Path(out).with_name(Path(out).name + ".tmp")
     tmp.write_text(json.dumps(tasks, ensure_ascii=False, indent=1), encoding="utf-8")
     tmp.replace(out)

@@ -39,7 +39,9 @@ def read_pubtator(paths: list[Path], log: ImportLog) -> Iterator[SpanRecord]:
         try:
             yield from _read_file(path, log)
         except UnicodeDecodeError as exc:
-            raise ToolkitError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})", fix="re-encode the file as UTF-8") from None
+            raise ToolkitError(
+                f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})", fix="re-encode the file as UTF-8"
+            ) from None
 
 
 def _read_file(path: Path, log: ImportLog) -> Iterator[SpanRecord]:

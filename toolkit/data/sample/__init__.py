@@ -9,8 +9,3 @@ SAMPLE_FILES = {
     "contracts": (SAMPLE_DIR / "contracts_train.jsonl", SAMPLE_DIR / "contracts_dev.jsonl"),
     "clinical": (SAMPLE_DIR / "clinical_train.jsonl", SAMPLE_DIR / "clinical_dev.jsonl"),
 }
-
-
-def sample_paths(domain: str) -> tuple[Path, Path]:
-    """(train, dev) JSONL paths of the 'contracts' or 'clinical' sample."""
-    return SAMPLE_FILES[domain]
