@@ -10,6 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
+from toolkit.rundir import read_metrics
+
 COLUMNS = [
     ("Jaccard P", lambda m: m["summary"]["jaccard_precision"]),
     ("Jaccard R", lambda m: m["summary"]["jaccard_recall"]),
@@ -59,7 +61,10 @@ def main() -> None:
     print("| run | " + " | ".join(name for name, _ in COLUMNS) + " |")
     print("|---" * (len(COLUMNS) + 1) + "|")
     for run in args.runs:
-        metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+        saved = read_metrics(run)
+        if saved is None:
+            raise SystemExit(f"{run}: no metrics.json (not a finished run)")
+        metrics = saved.model_dump(exclude_unset=True)
         print(f"| {run.name} | " + " | ".join(_cell(get(metrics), name.endswith(" s")) for name, get in COLUMNS) + " |")
     if args.curve:
         for run in args.runs:

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, invoke
 
 from toolkit.config import load_recipe, recipe_from_dict, with_params
 from toolkit.data.records import resolve_data_path
@@ -206,3 +206,7 @@ def test_the_linear_baseline_is_its_own_recipe():
     assert "model.max_length: not an option of segment_classification/linear" in err.value.message
     with pytest.raises(ConfigError, match="this recipe's task is token_classification"):
         linear_baseline_of(recipe_from_dict(MINIMAL))
+    dry = invoke(["run", "demo_segments_mlm", "--dry-run", "--linear-baseline"])
+    assert dry.exit_code == 0 and '"classifier": "linear"' in dry.stdout
+    refused = invoke(["run", "demo_mlm", "--dry-run", "--linear-baseline"])
+    assert refused.exit_code == 1 and "--linear-baseline fits the segment task's" in refused.stderr
