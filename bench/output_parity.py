@@ -133,8 +133,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/output_parity"))
     args = parser.parse_args()
     repo = Path(__file__).resolve().parent.parent
-    for rev, port in ((args.base, 3321), (args.head, 3322)):
-        run_revision(repo, rev, args.out / rev, port)
+    try:
+        for rev, port in ((args.base, 3321), (args.head, 3322)):
+            run_revision(repo, rev, args.out / rev, port)
+    finally:
+        for rev in (args.base, args.head):
+            subprocess.run(
+                ["git", "-C", str(repo), "worktree", "remove", "--force", str(args.out / rev / "tree")], check=False
+            )
     lines = compare_outputs(args.out / args.base, args.out / args.head)
     print("\n".join(lines))
     sys.exit(1 if any("DIFFERENT" in line or "only in" in line for line in lines) else 0)
