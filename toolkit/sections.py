@@ -118,7 +118,7 @@ class PretrainedModelConfig(Strict):
         default="default",
         description=(
             "Hub id or local path; 'default' is the offline MiniLM encoder (encoder tasks) or SmolLM2-135M-Instruct "
-            "(decoder tasks)."
+            "(decoder tasks); 'minilm' and 'mpnet' (all-mpnet-base-v2, 12 x 768: `make mpnet`) name offline encoders."
         ),
     )
     max_length: int = Field(

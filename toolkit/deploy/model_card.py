@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from toolkit.pretrained import load_tokenizer, lowercases
 from toolkit.registry import Task
 from toolkit.rundir import ModelMeta, Run, read_metrics
 
@@ -19,12 +20,10 @@ WEAK_F1 = 0.5  # labels under this dev F1 are named in the limitations
 
 
 def base_model_of(name: str, spec: Task) -> str:
-    """The recipe's model.name, with 'default' resolved to the hub id of the offline default."""
-    if name != "default":
-        return name
-    from toolkit.pretrained import DEFAULT_DECODER_HUB_ID, DEFAULT_ENCODER_HUB_ID
+    """The recipe's model.name, with a short name ('default', 'mpnet') resolved to the hub id it stands for."""
+    from toolkit.pretrained import hub_id_of
 
-    return DEFAULT_DECODER_HUB_ID if spec.decoder else DEFAULT_ENCODER_HUB_ID
+    return hub_id_of(name, spec.decoder)
 
 
 def _figure(summary: dict, ci: dict, key: str) -> str:
@@ -35,9 +34,16 @@ def _figure(summary: dict, ci: dict, key: str) -> str:
 
 
 def render_model_card(
-    name: str, meta: ModelMeta, recipe: dict | None, data_report: dict | None, metrics: dict | None, export: dict
+    name: str,
+    meta: ModelMeta,
+    recipe: dict | None,
+    data_report: dict | None,
+    metrics: dict | None,
+    export: dict,
+    uncased: bool = False,
 ) -> str:
-    """Markdown with YAML front matter. `export` holds the manifest's task, path, precision, parity and hardware."""
+    """Markdown with YAML front matter. `export` holds the manifest's task, path, precision, parity and hardware;
+    `uncased`: the model's tokenizer folds case."""
     task, spec = meta.task, meta.spec
     model = (recipe or {}).get("model", {})
     data = (recipe or {}).get("data", {})
@@ -146,12 +152,18 @@ def render_model_card(
         "## Limitations",
         "",
     ]
-    lines += _limitations(spec, base, labels, meta, metrics, data_report)
+    lines += _limitations(spec, base, labels, meta, metrics, data_report, uncased)
     return "\n".join(lines) + "\n"
 
 
 def _limitations(
-    spec: Task, base: str, labels: list[str], meta: ModelMeta, metrics: dict | None, data_report: dict | None
+    spec: Task,
+    base: str,
+    labels: list[str],
+    meta: ModelMeta,
+    metrics: dict | None,
+    data_report: dict | None,
+    uncased: bool,
 ) -> list[str]:
     out = []
     if metrics:
@@ -180,7 +192,7 @@ def _limitations(
                 f"- Only these {len(labels)} labels are extracted; the training data had {len(other)} other labels, "
                 f"not learned."
             )
-    if "uncased" in base.lower() or "minilm" in base.lower():
+    if uncased:
         out.append(f"- `{base}` is uncased: capitalisation (defined terms, gene symbols) is invisible to the model.")
     if spec.generates:
         out.append(
@@ -207,7 +219,10 @@ def write_model_card(run: Run, directory: Path, export: dict) -> Path:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
     recipe = run.recipe.model_dump(mode="json") if run.recipe else None
-    text = render_model_card(run_dir.name, run.meta, recipe, read("data_report.json"), _metrics(run_dir), export)
+    uncased = lowercases(load_tokenizer(str(run.model_dir)))  # asked of the tokenizer, not guessed from the name
+    text = render_model_card(
+        run_dir.name, run.meta, recipe, read("data_report.json"), _metrics(run_dir), export, uncased
+    )
     path = Path(directory) / "README.md"
     path.write_text(text, encoding="utf-8")
     return path

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from toolkit.errors import ConfigError, ToolkitError
-from toolkit.pretrained import default_decoder, default_encoder, fix_decoder_tokenizer, load_tokenizer
+from toolkit.pretrained import fix_decoder_tokenizer, load_tokenizer, resolve_model_name
 from toolkit.sections import LoraConfigModel, ModelConfig, PretrainedModelConfig
 from toolkit.spans.label_space import LabelSpace
 
@@ -15,13 +15,6 @@ DROPOUT_ATTRS = {
     "attention": ("attention_probs_dropout_prob", "attention_dropout", "attn_pdrop"),
     "classifier": ("classifier_dropout",),
 }
-
-
-def resolve_model_name(name: str, decoder: bool = False) -> str:
-    """A recipe's model.name; 'default' is the offline encoder, or the offline decoder for a decoder task."""
-    if name != "default":
-        return name
-    return default_decoder() if decoder else default_encoder()
 
 
 def apply_dropout(config, dropout) -> dict[str, float]:
@@ -179,8 +172,9 @@ def lora_config(lora: LoraConfigModel, task_type, config, **extra):
 
 
 def build_masked_model(m: PretrainedModelConfig):
-    """(model, tokenizer, head_initialised). An encoder saved without its MLM head (the
-    offline MiniLM) gets one: decoder tied to the input embeddings, transform = identity."""
+    """(model, tokenizer, head_initialised). An encoder saved without its MLM head (the offline MiniLM
+    and MPNet, saved as sentence encoders) gets one: decoder tied to the input embeddings, transform =
+    identity."""
     import torch
     from transformers import AutoConfig, AutoModelForMaskedLM
 
@@ -199,7 +193,8 @@ def build_masked_model(m: PretrainedModelConfig):
     if head_initialised:
         with torch.no_grad():
             for key in missing:
-                if key.endswith("transform.dense.weight"):
+                # BERT names the head's dense layer cls.predictions.transform.dense, MPNet/RoBERTa lm_head.dense.
+                if key.endswith(("transform.dense.weight", "lm_head.dense.weight")):
                     weight = model.get_parameter(key)
                     if weight.shape[0] == weight.shape[1]:
                         # Start from the encoder's own hidden states: predictions = LayerNorm(gelu(h)) @ E^T.
