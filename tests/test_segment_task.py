@@ -127,6 +127,33 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
         export_run(result.run_dir, tmp_path / "art")
 
 
+def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_reports(tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.data.records import filter_labels, load_splits
+    from toolkit.errors import ConfigError
+    from toolkit.evaluate.evaluation import evaluate_run
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.segment_linear import out_of_fold_thresholds
+
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_segments_mlm.yaml",
+        [f"output_dir={tmp_path}", "segments.thresholds=out_of_fold", "segments.folds=4", "eval.bootstrap=0"],
+        linear_baseline=True,
+    )
+    result = run_recipe(recipe, tmp_path / "oof")
+    assert result.run["dev_thresholds"] == "chosen on out-of-fold scores of the 48 training documents (4 folds)"
+    train, _ = load_splits(recipe)
+    labels = open_run(result.run_dir).labels
+    thresholds, _ = out_of_fold_thresholds(recipe, filter_labels(train, labels), labels)
+    assert open_run(result.run_dir).meta.thresholds == thresholds == list(result.metrics["thresholds"].values())
+    # Nothing was chosen on dev, so scoring dev again at the saved thresholds gives the run's own figures.
+    metrics, _ = evaluate_run(result.run_dir, recipe.data.dev, tmp_path / "eval", bootstrap=0)
+    assert metrics["summary"] == result.metrics["summary"]
+    # An encoder is not refitted per fold.
+    with pytest.raises(ConfigError, match="use tuned or fixed here"):
+        load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.thresholds=out_of_fold"])
+
+
 def test_linear_is_a_segment_model_only():
     from toolkit.config import load_recipe
     from toolkit.errors import ConfigError

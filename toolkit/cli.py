@@ -175,11 +175,7 @@ def run(
     from toolkit.tasks import flow_for, plan_recipe, run_recipe
     from toolkit.tasks.training import finish_distributed
 
-    cfg = load_recipe(resolve_recipe(recipe), overrides or [])
-    if linear_baseline:
-        from toolkit.registry.linear_segments import linear_baseline_of
-
-        cfg = linear_baseline_of(cfg)
+    cfg = load_recipe(resolve_recipe(recipe), overrides or [], linear_baseline=linear_baseline)
     if cfg.sweep is not None:
         from toolkit.tasks.sweep import plan_sweep, run_sweep, sweep_table
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import ConfigError
 from toolkit.registry import RECIPE, TASKS, Recipe, RecipeBase, recipe_key  # noqa: F401 - Recipe re-exported
+from toolkit.registry.linear_segments import linear_baseline_data
 from toolkit.sections import DropoutConfig, LoraConfigModel, ModelConfig  # noqa: F401 - re-exported
 
 
@@ -124,8 +125,9 @@ def _yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
-def load_recipe(path: Path | str, overrides: list[str] | None = None) -> RecipeBase:
-    """Read, override and validate a recipe; raises ConfigError listing every problem."""
+def load_recipe(path: Path | str, overrides: list[str] | None = None, linear_baseline: bool = False) -> RecipeBase:
+    """Read, override and validate a recipe; raises ConfigError listing every problem. `linear_baseline`:
+    a segment recipe read as its bag-of-words baseline's, the overrides applied to that."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such recipe", fix="pass a YAML file from recipes/ or your own")
@@ -135,6 +137,8 @@ def load_recipe(path: Path | str, overrides: list[str] | None = None) -> RecipeB
         raise ConfigError(f"{path}: not valid YAML ({exc})", fix="fix the YAML syntax") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping", fix="see recipes/demo_mlm.yaml")
+    if linear_baseline:
+        data = linear_baseline_data(data)
     return recipe_from_dict(data, overrides, str(path))
 
 

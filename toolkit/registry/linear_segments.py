@@ -19,18 +19,29 @@ class LinearSegmentsRecipe(ExtractionRecipe):
     segments: SegmentDecisionConfig = Field(default_factory=SegmentDecisionConfig)
 
 
-def linear_baseline_of(recipe: RecipeBase) -> LinearSegmentsRecipe:
-    """The bag-of-words baseline of a segment recipe (`toolkit run --linear-baseline`): the same data,
-    segment decisions and scoring; its name gets a `_linear` suffix so the encoder's run is kept."""
-    if recipe.task != TASK.name:
+def linear_baseline_data(data: dict) -> dict:
+    """A segment recipe's mapping as its bag-of-words baseline's: the same data, segment decisions and
+    scoring, no encoder sections, and a name with a `_linear` suffix so the encoder's run is kept."""
+    if data.get("task") != TASK.name:
         raise ConfigError(
-            f"--linear-baseline fits the segment task's bag-of-words baseline; this recipe's task is {recipe.task}",
+            "--linear-baseline fits the segment task's bag-of-words baseline; "
+            f"this recipe's task is {data.get('task')}",
             fix="pass a segment_classification recipe",
         )
-    data = recipe.model_dump(include={"task", "seed", "output_dir", "data", "eval"})
-    segments = recipe.segments.model_dump(include=set(SegmentDecisionConfig.model_fields))
-    name = recipe.name if recipe.name.endswith("_linear") else f"{recipe.name}_linear"
-    return LinearSegmentsRecipe(**data, name=name, model={"kind": "linear"}, segments=segments)
+    kept = {k: v for k, v in data.items() if k in ("task", "name", "seed", "output_dir", "data", "eval")}
+    segments = {k: v for k, v in (data.get("segments") or {}).items() if k in SegmentDecisionConfig.model_fields}
+    name = str(kept.get("name", ""))
+    return {
+        **kept,
+        "name": name if name.endswith("_linear") else f"{name}_linear",
+        "model": {"kind": "linear"},
+        "segments": segments,
+    }
+
+
+def linear_baseline_of(recipe: RecipeBase) -> LinearSegmentsRecipe:
+    """The bag-of-words baseline of a validated segment recipe (see `linear_baseline_data`)."""
+    return LinearSegmentsRecipe.model_validate(linear_baseline_data(recipe.model_dump()))
 
 
 TASK = Task(

@@ -20,6 +20,15 @@ class SegmentClassificationRecipe(ExtractionRecipe):
     segments: SegmentsConfig = Field(default_factory=SegmentsConfig)
 
     @model_validator(mode="after")
+    def _out_of_fold_is_the_baselines(self) -> SegmentClassificationRecipe:
+        if self.segments.thresholds == "out_of_fold":
+            raise ValueError(
+                "segments.thresholds=out_of_fold refits the model per fold, which the linear baseline does in seconds "
+                "and an encoder does not: use tuned or fixed here"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _mining_needs_left_out_windows(self) -> SegmentClassificationRecipe:
         if self.segments.hard_negatives and self.windows.negative_ratio is None:
             raise ValueError(

@@ -13,8 +13,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
 from toolkit.data.records import filter_labels, load_splits
+from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
+from toolkit.evaluate.thresholds import choose_from_counts, threshold_counts
 from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier, segment_inputs
 from toolkit.registry.linear_segments import LinearSegmentsRecipe
 from toolkit.rundir import MODEL_DIR, ModelMeta, start_run_dir, write_meta
@@ -51,6 +55,55 @@ class LinearSegments(Flow):
         return run_linear(self, recipe, run_dir)
 
 
+def segment_data(records: list[SpanRecord], labels: list[str], min_overlap: float) -> tuple[list[str], np.ndarray]:
+    """Every segment's input text and its per-label targets [segments, labels], in document order."""
+    inputs, targets = [], []
+    for r in records:
+        segments = segment_text(r.text)
+        inputs += segment_inputs(r.text, segments)
+        targets += segment_targets(segments, r.spans, labels, min_overlap)
+    return inputs, np.asarray(targets, dtype=np.int64).reshape(len(inputs), len(labels))
+
+
+def fit_pipeline(inputs: list[str], y: np.ndarray, seed: int):
+    import warnings
+
+    with warnings.catch_warnings():
+        # sklearn warns for every label without positives; the run reports them.
+        warnings.filterwarnings("ignore", message="Label not .* is present in all training examples")
+        return _pipeline(y.shape[1], seed).fit(inputs, y)
+
+
+def out_of_fold_thresholds(
+    recipe: LinearSegmentsRecipe, records: list[SpanRecord], labels: list[str]
+) -> tuple[list[float], str]:
+    """Per-label thresholds chosen on the training documents' out-of-fold scores: each fold scored by a model
+    fitted on the others, the sweep over all of them, the best Jaccard F1 per label (as `tuned` does on dev).
+    Dev then only reports, and the choice rests on every training document rather than a few dev ones."""
+    k = min(recipe.segments.folds, len(records))
+    order = np.random.default_rng(recipe.seed).permutation(len(records))
+    texts, golds, segments, probabilities = [], [], [], []
+    meta = ModelMeta(task=recipe.task, classifier=recipe.model.kind, labels=labels, multi_label=True)
+    for fold in range(k):
+        held = set(order[fold::k].tolist())
+        inputs, y = segment_data(
+            [r for i, r in enumerate(records) if i not in held], labels, recipe.segments.min_overlap
+        )
+        scorer = LinearSegmentClassifier(fit_pipeline(inputs, y, recipe.seed), meta)
+        held_records = [records[i] for i in sorted(held)]
+        scores = scorer.score([r.text for r in held_records])
+        texts += [r.text for r in held_records]
+        golds += [r.spans for r in held_records]
+        segments += scores.segments
+        probabilities += scores.probabilities
+    counts = threshold_counts(
+        texts, golds, segments, probabilities, labels, jaccard_threshold=recipe.eval.jaccard_threshold
+    )
+    return choose_from_counts(
+        counts
+    ), f"chosen on out-of-fold scores of the {len(records)} training documents ({k} folds)"
+
+
 def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
     train, dev = load_splits(recipe)
     labels = labels_to_learn(recipe, train)
@@ -66,20 +119,14 @@ def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
 def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunResult:
     """Fit, save and score the linear baseline; the same run directory as every other run."""
     import joblib
-    import numpy as np
 
     train_records, dev_records = load_splits(recipe)
     labels = labels_to_learn(recipe, train_records)
     train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
     started = time.perf_counter()
-    inputs, targets = [], []
-    for r in train_records:
-        segments = segment_text(r.text)
-        inputs += segment_inputs(r.text, segments)
-        targets += segment_targets(segments, r.spans, labels, recipe.segments.min_overlap)
+    inputs, y = segment_data(train_records, labels, recipe.segments.min_overlap)
     if not inputs:
         raise ToolkitError(f"{recipe.data.train}: no text to learn from", fix="check data.train")
-    y = np.asarray(targets)
     positives = dict(zip(labels, y.sum(axis=0).tolist()))
     # A label no segment carries (its spans are phrases inside sentences) gets a constant classifier
     # that never fires; it is listed in the plan and the run information, and scores 0 recall.
@@ -91,13 +138,12 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
         "labels_without_positive_segments": absent,
     }
     start_run_dir(recipe, run_dir, plan)
-    import warnings
-
-    with warnings.catch_warnings():
-        # sklearn warns for every label without positives; they are reported above.
-        warnings.filterwarnings("ignore", message="Label not .* is present in all training examples")
-        pipeline = _pipeline(len(labels), recipe.seed).fit(inputs, y)
+    pipeline = fit_pipeline(inputs, y, recipe.seed)
     fit_seconds = time.perf_counter() - started
+    chosen = None
+    if recipe.segments.thresholds == "out_of_fold":
+        chosen = out_of_fold_thresholds(recipe, train_records, labels)
+    threshold_seconds = time.perf_counter() - started - fit_seconds
     model_dir = run_dir / MODEL_DIR
     model_dir.mkdir(parents=True, exist_ok=True)
     joblib.dump(pipeline, model_dir / LINEAR_FILE)
@@ -107,10 +153,11 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
         ModelMeta(task=recipe.task, classifier=recipe.model.kind, **space, min_overlap=recipe.segments.min_overlap),
     )
     classifier = LinearSegmentClassifier.load(run_dir)
-    metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels)
+    metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels, chosen=chosen)
     run = {
         "model": LINEAR,
         "train_seconds": round(fit_seconds, 1),
+        **({"out_of_fold_seconds": round(threshold_seconds, 1)} if chosen else {}),
         "train_segments": len(inputs),
         "labels_without_positive_segments": absent,
         **info,

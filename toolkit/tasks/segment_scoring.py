@@ -45,33 +45,35 @@ def score_segment_model(
     dev_records: list[SpanRecord],
     labels: list[str],
     batch_size: int = 16,
+    chosen: tuple[list[float], str] | None = None,
 ) -> tuple[dict, dict]:
-    """Every segment model's last step (the encoder's and the linear baseline's): score dev, choose
-    per-label thresholds on it and save them with the model, and score predictions made at thresholds
-    cross-fitted over two halves of dev, with CUAD's ranking metrics over the threshold sweep."""
-    e, tuned = recipe.eval, recipe.segments.thresholds == "tuned"
+    """Every segment model's last step (the encoder's and the linear baseline's): score dev, save per-label
+    thresholds with the model, and score dev with CUAD's ranking metrics over the threshold sweep.
+
+    The thresholds are `chosen` elsewhere (thresholds, how), so dev only reports; or chosen on dev
+    (segments.thresholds: tuned), dev then scored at thresholds cross-fitted over its two halves; or fixed."""
+    e, how = recipe.eval, recipe.segments.thresholds
     texts, golds = [r.text for r in dev_records], [r.spans for r in dev_records]
     scores = classifier.score(texts, batch_size)
     fixed = classifier.spans_at(scores, classifier.default_thresholds())
     counts, crossed = sweep_and_cross_fit(classifier, scores, texts, golds, labels, e.jaccard_threshold)
-    if tuned:
-        thresholds = choose_from_counts(counts, SCORING.decision_threshold)
+    if chosen is not None:
+        (thresholds, how), reported = chosen, classifier.spans_at(scores, chosen[0])
+    elif how == "tuned":
+        thresholds, reported, how = choose_from_counts(counts), crossed, "cross-fitted over two halves of dev"
     else:
-        thresholds, crossed = classifier.default_thresholds(), fixed
+        thresholds, reported, how = classifier.default_thresholds(), fixed, f"fixed at {SCORING.decision_threshold}"
     # The thresholds travel with the model: eval, export and the service apply them.
     model_dir = run_dir / MODEL_DIR
     write_meta(model_dir, load_meta(model_dir).model_copy(update={"thresholds": thresholds}))
-    metrics = score(texts, golds, crossed, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, recipe.seed)
+    metrics = score(texts, golds, reported, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, recipe.seed)
     metrics["ranking"] = sweep_metrics(counts, labels, e.bootstrap, recipe.seed, e.jaccard_threshold)
     metrics["at_default_threshold"] = score(
         texts, golds, fixed, e.boundary_tolerance, e.jaccard_threshold, 0, recipe.seed
     )["summary"]
     metrics["thresholds"] = dict(zip(labels, thresholds))
-    write_predictions(run_dir / PREDICTIONS_FILE, dev_records, crossed)
-    return metrics, {
-        "eval_seconds": round(classifier.last_report["seconds"], 1),
-        "dev_thresholds": "cross-fitted over two halves of dev" if tuned else f"fixed at {SCORING.decision_threshold}",
-    }
+    write_predictions(run_dir / PREDICTIONS_FILE, dev_records, reported)
+    return metrics, {"eval_seconds": round(classifier.last_report["seconds"], 1), "dev_thresholds": how}
 
 
 def retune(run_path: Path, data: str | None = None) -> tuple[ExtractionRecipe, RunResult]:
