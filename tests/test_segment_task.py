@@ -107,7 +107,12 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
     from toolkit.registry.linear_segments import linear_baseline_of
     from toolkit.tasks import plan_recipe, run_recipe
 
-    overrides = [f"output_dir={tmp_path}", "data.dev=sample:contracts_train", "eval.bootstrap=0"]
+    overrides = [
+        f"output_dir={tmp_path}",
+        "data.dev=sample:contracts_train",
+        "data.max_dev_docs=24",
+        "eval.bootstrap=0",
+    ]
     recipe = linear_baseline_of(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides))
     assert plan_recipe(recipe)["classifier"] == "linear"
     result = run_recipe(recipe, tmp_path / "linear")
@@ -119,6 +124,14 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
     assert result.run["labels_without_positive_segments"] == [
         "Notice Period"
     ]  # a phrase inside the termination sentence
+    # Thresholds tuned on dev: the run names the labels with too few dev clauses to choose them on.
+    from collections import Counter
+
+    from toolkit.data.records import load_records
+
+    counts = Counter(s.label for r in load_records("sample:contracts_train", 24) for s in r.spans)
+    few = {label: counts[label] for label in meta.labels if counts[label] < 20}
+    assert few and result.run["dev_too_small_to_tune"].startswith(f"fewer than 20 dev clauses for {few}:")
     predictor = load_predictor(result.run_dir)
     assert type(predictor).__name__ == "LinearSegmentClassifier" and predictor.thresholds == meta.thresholds
     metrics, _ = evaluate_run(result.run_dir, "sample:contracts_dev", tmp_path / "eval", bootstrap=0)
@@ -142,6 +155,7 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
     )
     result = run_recipe(recipe, tmp_path / "oof")
     assert result.run["dev_thresholds"] == "chosen on out-of-fold scores of the 48 training documents (4 folds)"
+    assert "dev_too_small_to_tune" not in result.run  # nothing was chosen on dev
     train, _ = load_splits(recipe)
     labels = open_run(result.run_dir).labels
     thresholds, _ = out_of_fold_thresholds(recipe, filter_labels(train, labels), labels)

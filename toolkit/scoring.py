@@ -14,6 +14,9 @@ class ScoringDefaults:
     jaccard_threshold: float = 0.5  # CUAD's matching: word Jaccard >= 0.5, one-to-one
     bootstrap: int = 1000  # document resamples for 95% intervals
     decision_threshold: float = 0.5  # a segment model's per-label probability threshold when none is tuned
+    # Fewer gold clauses of a label than this in the documents its threshold is chosen on: the choice among
+    # the grid's thresholds fits those few clauses (a run says so for each such label).
+    min_clauses_to_tune: int = 20
 
 
 SCORING = ScoringDefaults()

@@ -73,7 +73,25 @@ def score_segment_model(
     )["summary"]
     metrics["thresholds"] = dict(zip(labels, thresholds))
     write_predictions(run_dir / PREDICTIONS_FILE, dev_records, reported)
-    return metrics, {"eval_seconds": round(classifier.last_report["seconds"], 1), "dev_thresholds": how}
+    info = {"eval_seconds": round(classifier.last_report["seconds"], 1), "dev_thresholds": how}
+    if recipe.segments.thresholds == "tuned" and chosen is None:
+        few = few_clauses(golds, labels)
+        if few:
+            info["dev_too_small_to_tune"] = (
+                f"fewer than {SCORING.min_clauses_to_tune} dev clauses for {few}: thresholds chosen on them fit "
+                "those few clauses; use segments.thresholds=out_of_fold (linear baseline) or a larger dev set"
+            )
+    return metrics, info
+
+
+def few_clauses(golds: list, labels: list[str]) -> dict[str, int]:
+    """Labels with fewer gold clauses than SCORING.min_clauses_to_tune, with their counts."""
+    counts = {label: 0 for label in labels}
+    for doc in golds:
+        for span in doc:
+            if span.label in counts:
+                counts[span.label] += 1
+    return {label: n for label, n in counts.items() if n < SCORING.min_clauses_to_tune}
 
 
 def retune(run_path: Path, data: str | None = None) -> tuple[ExtractionRecipe, RunResult]:
