@@ -84,3 +84,36 @@ def test_unlocated_predictions_are_false_positives():
     s = m["summary"]
     assert s["span_precision"] == 0.5 and s["span_recall"] == 1.0 and s["hallucination_rate"] == 0.5
     assert m["per_label"]["Pay"]["predicted"] == 2 and m["counts"]["unlocated_predictions"] == 2
+
+
+def test_the_curve_point_and_the_one_pass_seqeval_agree_with_the_full_scorer():
+    """compare's precision-recall curve rescores at many thresholds with `point_summary`, and seqeval is asked
+    for its three figures in one pass: both must give what the full scorer and seqeval's own three calls give."""
+    import random
+
+    from seqeval.metrics import f1_score, precision_score, recall_score
+    from seqeval.metrics.v1 import precision_recall_fscore_support
+    from seqeval.scheme import IOB2
+
+    from toolkit.evaluate.metrics import point_summary
+
+    texts = ["Acute renal failure and mild renal failure were seen in two patients.", "No disease here at all."]
+    golds = [[Span(start=0, end=19, label="D"), Span(start=29, end=42, label="D")], []]
+    preds = [[Span(start=0, end=19, label="D"), Span(start=24, end=42, label="D")], [Span(start=3, end=10, label="D")]]
+    full = score(texts, golds, preds, bootstrap=0)["summary"]
+    point = point_summary(texts, golds, preds)
+    assert set(point) < set(full) and all(point[k] == full[k] for k in point)
+    assert (full["seqeval_precision"], full["seqeval_recall"]) == (round(1 / 3, 4), 0.5)
+    rng = random.Random(0)
+    tags = ["O", "B-A", "I-A", "B-B", "I-B"]
+    y_true = [[rng.choice(tags) for _ in range(40)] for _ in range(10)]
+    y_pred = [[rng.choice(tags) for _ in range(40)] for _ in range(10)]
+    kwargs = {"mode": "strict", "scheme": IOB2, "zero_division": 0}
+    separate = (
+        precision_score(y_true, y_pred, **kwargs),
+        recall_score(y_true, y_pred, **kwargs),
+        f1_score(y_true, y_pred, **kwargs),
+    )
+    assert (
+        precision_recall_fscore_support(y_true, y_pred, average="micro", scheme=IOB2, zero_division=0)[:3] == separate
+    )

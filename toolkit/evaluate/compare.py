@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
-from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
+from toolkit.evaluate.metrics import document_counts, paired_bootstrap, point_summary, score
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.rundir import Run, open_run, records_for, saved_predictions
 from toolkit.scoring import SCORING
@@ -305,7 +305,7 @@ def _plot_pr(texts, golds, systems: dict[str, System], path: Path) -> None:
         points = []
         for t in scores if len(scores) <= 50 else list(np.quantile(scores, np.linspace(0, 1, 50))):
             kept = [[x for x in doc if x.score >= t] for doc in s.predictions]
-            m = score(texts, golds, kept, bootstrap=0, unlocated=s.unlocated)["summary"]
+            m = point_summary(texts, golds, kept, unlocated=s.unlocated)
             points.append((m["span_recall"], m["span_precision"]))
         if points:
             ax.plot(*zip(*points), marker=".", label=name)
