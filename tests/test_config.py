@@ -208,5 +208,9 @@ def test_the_linear_baseline_is_its_own_recipe():
         linear_baseline_of(recipe_from_dict(MINIMAL))
     dry = invoke(["run", "demo_segments_mlm", "--dry-run", "--linear-baseline"])
     assert dry.exit_code == 0 and '"classifier": "linear"' in dry.stdout
+    # The sample's 16 dev documents hold too few clauses of each label to choose thresholds on: said before training.
+    assert dry.stderr.startswith("warning: fewer than 20 dev clauses for {") and "out_of_fold" in dry.stderr
+    quiet = invoke(["run", "demo_segments_mlm", "--dry-run", "--linear-baseline", "segments.thresholds=out_of_fold"])
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr
     refused = invoke(["run", "demo_mlm", "--dry-run", "--linear-baseline"])
     assert refused.exit_code == 1 and "--linear-baseline fits the segment task's" in refused.stderr

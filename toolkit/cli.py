@@ -188,7 +188,10 @@ def run(
             console.print(sweep_table(summary))
         return
     if dry_run:
-        print(json.dumps(plan_recipe(cfg), indent=2))
+        plan = plan_recipe(cfg)
+        print(json.dumps(plan, indent=2))
+        if "dev_too_small_to_tune" in plan:
+            err_console.print(f"warning: {plan['dev_too_small_to_tune']}", soft_wrap=True, markup=False)
         return
     run_dir = run_dir_for(cfg)
     prepare_run_dir(run_dir, overwrite)

@@ -42,7 +42,7 @@ from toolkit.tasks.features import (
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.models import build_segment_model
-from toolkit.tasks.segment_scoring import score_segment_model, sweep_and_cross_fit
+from toolkit.tasks.segment_scoring import dev_tuning_note, score_segment_model, sweep_and_cross_fit
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
 
 
@@ -219,6 +219,7 @@ class SegmentClassification(Flow):
             "dev": dev_report.to_dict(),
             "steps_per_epoch": steps_per_epoch(len(train.windows), recipe),
             **parameter_counts(model),
+            **dev_tuning_note(recipe, dev_records, labels),
         }
         return SegmentPrepared(
             model,

@@ -27,7 +27,7 @@ from toolkit.spans.segment_decoding import segment_targets
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, RunResult
-from toolkit.tasks.segment_scoring import score_segment_model
+from toolkit.tasks.segment_scoring import dev_tuning_note, score_segment_model
 
 LINEAR = "linear"
 
@@ -113,6 +113,7 @@ def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
         "classifier": LINEAR,
         "train": {"documents": len(train), "segments": segments},
         "dev": {"documents": len(dev)},
+        **dev_tuning_note(recipe, filter_labels(dev, labels), labels),
     }
 
 

@@ -74,24 +74,28 @@ def score_segment_model(
     metrics["thresholds"] = dict(zip(labels, thresholds))
     write_predictions(run_dir / PREDICTIONS_FILE, dev_records, reported)
     info = {"eval_seconds": round(classifier.last_report["seconds"], 1), "dev_thresholds": how}
-    if recipe.segments.thresholds == "tuned" and chosen is None:
-        few = few_clauses(golds, labels)
-        if few:
-            info["dev_too_small_to_tune"] = (
-                f"fewer than {SCORING.min_clauses_to_tune} dev clauses for {few}: thresholds chosen on them fit "
-                "those few clauses; use segments.thresholds=out_of_fold (linear baseline) or a larger dev set"
-            )
-    return metrics, info
+    return metrics, {**info, **(dev_tuning_note(recipe, dev_records, labels) if chosen is None else {})}
 
 
-def few_clauses(golds: list, labels: list[str]) -> dict[str, int]:
-    """Labels with fewer gold clauses than SCORING.min_clauses_to_tune, with their counts."""
+def dev_tuning_note(recipe: ExtractionRecipe, dev_records: list[SpanRecord], labels: list[str]) -> dict[str, str]:
+    """For thresholds tuned on dev: the labels with fewer dev clauses than SCORING.min_clauses_to_tune, whose
+    thresholds would fit those few clauses (in the --dry-run plan and the run's record); {} otherwise."""
+    if recipe.segments.thresholds != "tuned":
+        return {}
     counts = {label: 0 for label in labels}
-    for doc in golds:
-        for span in doc:
+    for record in dev_records:
+        for span in record.spans:
             if span.label in counts:
                 counts[span.label] += 1
-    return {label: n for label, n in counts.items() if n < SCORING.min_clauses_to_tune}
+    few = {label: n for label, n in counts.items() if n < SCORING.min_clauses_to_tune}
+    if not few:
+        return {}
+    return {
+        "dev_too_small_to_tune": (
+            f"fewer than {SCORING.min_clauses_to_tune} dev clauses for {few}: thresholds chosen on them fit "
+            "those few clauses; use segments.thresholds=out_of_fold (linear baseline) or a larger dev set"
+        )
+    }
 
 
 def retune(run_path: Path, data: str | None = None) -> tuple[ExtractionRecipe, RunResult]:
