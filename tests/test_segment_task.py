@@ -146,7 +146,7 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
     from toolkit.errors import ConfigError
     from toolkit.evaluate.evaluation import evaluate_run
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.segment_linear import out_of_fold_thresholds
+    from toolkit.tasks.segment_linear import out_of_fold_thresholds, segment_documents
 
     recipe = load_recipe(
         REPO / "recipes" / "demo_segments_mlm.yaml",
@@ -158,7 +158,9 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
     assert "dev_too_small_to_tune" not in result.run  # nothing was chosen on dev
     train, _ = load_splits(recipe)
     labels = open_run(result.run_dir).labels
-    thresholds, _ = out_of_fold_thresholds(recipe, filter_labels(train, labels), labels)
+    train = filter_labels(train, labels)
+    documents = segment_documents(train, labels, recipe.segments.min_overlap)
+    thresholds, _ = out_of_fold_thresholds(recipe, train, documents, labels)
     assert open_run(result.run_dir).meta.thresholds == thresholds == list(result.metrics["thresholds"].values())
     # Nothing was chosen on dev, so scoring dev again at the saved thresholds gives the run's own figures.
     metrics, _ = evaluate_run(result.run_dir, recipe.data.dev, tmp_path / "eval", bootstrap=0)

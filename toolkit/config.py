@@ -22,26 +22,22 @@ from toolkit.registry.linear_segments import linear_baseline_data
 from toolkit.sections import DropoutConfig, LoraConfigModel, ModelConfig  # noqa: F401 - re-exported
 
 
+def _section(model: type[BaseModel], key: str) -> type[BaseModel] | None:
+    """The section model a field of `model` holds (None for a plain value or mapping)."""
+    annotation = model.model_fields[key].annotation
+    args = getattr(annotation, "__args__", (annotation,))
+    return next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
+
+
 def _accepts(model: type[BaseModel], path: tuple) -> bool:
     """Whether `path` (keys from the recipe's top) names a field of `model` or of its sections."""
-    node: Any = model
+    node: type[BaseModel] | None = model
     for part in path:
-        fields = getattr(node, "model_fields", None)
-        if fields is None:
-            return True  # below a plain mapping (label_map, sweep.params): any key
-        if part not in fields:
-            return False
-        annotation = fields[part].annotation
-        node = next(
-            (
-                a
-                for a in getattr(annotation, "__args__", (annotation,))
-                if isinstance(a, type) and issubclass(a, BaseModel)
-            ),
-            None,
-        )
         if node is None:
-            return True
+            return True  # below a plain value or mapping (label_map, sweep.params): any key
+        if part not in node.model_fields:
+            return False
+        node = _section(node, part)
     return True
 
 
@@ -146,18 +142,9 @@ def _accepted_only(data: dict, model: type[BaseModel]) -> dict:
     """`data` without the keys `model` does not accept, at every level of its sections."""
     out = {}
     for key, value in data.items():
-        if key not in model.model_fields:
-            continue
-        annotation = model.model_fields[key].annotation
-        section = next(
-            (
-                a
-                for a in getattr(annotation, "__args__", (annotation,))
-                if isinstance(a, type) and issubclass(a, BaseModel)
-            ),
-            None,
-        )
-        out[key] = _accepted_only(value, section) if section is not None and isinstance(value, dict) else value
+        if key in model.model_fields:
+            section = _section(model, key)
+            out[key] = _accepted_only(value, section) if section is not None and isinstance(value, dict) else value
     return out
 
 

@@ -54,18 +54,9 @@ ARTIFACT_FORMAT = 1
 
 # --- the typed files: toolkit.json and metrics.json ---------------------------------------------
 
-# Keys a span_generation model saved at the top level of toolkit.json before they were nested under "generation".
-_FLAT_GENERATION_KEYS = (
-    "target",
-    "anchor_words",
-    "min_overlap",
-    "max_new_tokens",
-    "batch_size",
-    "constrained",
-    "precision",
-    "min_similarity",
-    "chat_template",
-)
+# Keys a span_generation model saved at the top level of toolkit.json before they were nested under "generation"
+# (its "selector" was the fitted selector's report, which stays at the top level).
+_FLAT_GENERATION_KEYS = tuple(k for k in GenerationConfig.model_fields if k != "selector")
 
 
 class ExportInfo(BaseModel):

@@ -205,14 +205,11 @@ def _limitations(
     return out
 
 
-def _metrics(run_dir: Path) -> dict | None:
-    metrics = read_metrics(run_dir)
-    return metrics.model_dump(exclude_unset=True) if metrics else None
-
-
 def write_model_card(run: Run, directory: Path, export: dict) -> Path:
     """README.md in `directory` from the run's own files and the export's figures."""
-    run_dir = run.path if read_metrics(run.path) is not None else run.model_dir.parent
+    metrics = read_metrics(run.path)
+    run_dir = run.path if metrics is not None else run.model_dir.parent
+    metrics = metrics if metrics is not None else read_metrics(run_dir)
 
     def read(name: str) -> dict | None:
         path = run_dir / name
@@ -221,7 +218,13 @@ def write_model_card(run: Run, directory: Path, export: dict) -> Path:
     recipe = run.recipe.model_dump(mode="json") if run.recipe else None
     uncased = lowercases(load_tokenizer(str(run.model_dir)))  # asked of the tokenizer, not guessed from the name
     text = render_model_card(
-        run_dir.name, run.meta, recipe, read("data_report.json"), _metrics(run_dir), export, uncased
+        run_dir.name,
+        run.meta,
+        recipe,
+        read("data_report.json"),
+        metrics.model_dump(exclude_unset=True) if metrics else None,
+        export,
+        uncased,
     )
     path = Path(directory) / "README.md"
     path.write_text(text, encoding="utf-8")

@@ -53,19 +53,23 @@ class LinearSegmentClassifier(SegmentDecisions):
     def score(self, texts: Sequence[str], batch_size: int | None = None) -> SegmentScores:
         start = time.perf_counter()
         segments = [segment_text(t) for t in texts]
-        inputs = [segment_inputs(t, segs) for t, segs in zip(texts, segments)]
+        scores = self.score_segments(segments, [segment_inputs(t, segs) for t, segs in zip(texts, segments)])
+        self.last_report = {
+            "seconds": time.perf_counter() - start,
+            "windows": sum(len(s) for s in segments),
+            "tokens": 0,
+        }
+        return scores
+
+    def score_segments(self, segments: Sequence[list[tuple[int, int]]], inputs: Sequence[list[str]]) -> SegmentScores:
+        """Scores of documents already cut into segments, given each segment's input text (`segment_inputs`)."""
         flat = [x for doc in inputs for x in doc]
         probs = np.asarray(self.pipeline.predict_proba(flat)) if flat else np.zeros((0, len(self.labels)))
         out, at = [], 0
         for doc in inputs:
             out.append(probs[at : at + len(doc)].reshape(len(doc), len(self.labels)))
             at += len(doc)
-        self.last_report = {
-            "seconds": time.perf_counter() - start,
-            "windows": sum(len(s) for s in segments),
-            "tokens": 0,
-        }
-        return SegmentScores(segments, out)
+        return SegmentScores(list(segments), out)
 
     def predict(self, texts: Sequence[str], batch_size: int | None = None) -> list[list[PredictedSpan]]:
         return self.spans_at(self.score(texts))

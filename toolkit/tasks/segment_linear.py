@@ -11,6 +11,7 @@ toolkit.json, predictions, metrics with the same thresholds and ranking metrics 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,14 +56,32 @@ class LinearSegments(Flow):
         return run_linear(self, recipe, run_dir)
 
 
-def segment_data(records: list[SpanRecord], labels: list[str], min_overlap: float) -> tuple[list[str], np.ndarray]:
-    """Every segment's input text and its per-label targets [segments, labels], in document order."""
-    inputs, targets = [], []
+@dataclass(frozen=True)
+class SegmentedDocument:
+    """A training document cut into segments once: their spans, model inputs and per-label targets."""
+
+    segments: list[tuple[int, int]]
+    inputs: list[str]
+    targets: list[list[int]]
+
+
+def segment_documents(records: list[SpanRecord], labels: list[str], min_overlap: float) -> list[SegmentedDocument]:
+    out = []
     for r in records:
         segments = segment_text(r.text)
-        inputs += segment_inputs(r.text, segments)
-        targets += segment_targets(segments, r.spans, labels, min_overlap)
-    return inputs, np.asarray(targets, dtype=np.int64).reshape(len(inputs), len(labels))
+        out.append(
+            SegmentedDocument(
+                segments, segment_inputs(r.text, segments), segment_targets(segments, r.spans, labels, min_overlap)
+            )
+        )
+    return out
+
+
+def stacked(documents: list[SegmentedDocument], n_labels: int) -> tuple[list[str], np.ndarray]:
+    """Every segment's input text and its targets [segments, labels], in document order."""
+    inputs = [x for d in documents for x in d.inputs]
+    targets = [t for d in documents for t in d.targets]
+    return inputs, np.asarray(targets, dtype=np.int64).reshape(len(inputs), n_labels)
 
 
 def fit_pipeline(inputs: list[str], y: np.ndarray, seed: int):
@@ -75,33 +94,31 @@ def fit_pipeline(inputs: list[str], y: np.ndarray, seed: int):
 
 
 def out_of_fold_thresholds(
-    recipe: LinearSegmentsRecipe, records: list[SpanRecord], labels: list[str]
+    recipe: LinearSegmentsRecipe, records: list[SpanRecord], documents: list[SegmentedDocument], labels: list[str]
 ) -> tuple[list[float], str]:
     """Per-label thresholds chosen on the training documents' out-of-fold scores: each fold scored by a model
     fitted on the others, the sweep over all of them, the best Jaccard F1 per label (as `tuned` does on dev).
-    Dev then only reports, and the choice rests on every training document rather than a few dev ones."""
+    Dev then only reports, and the choice rests on every training document rather than a few dev ones.
+    `documents` are `records` already segmented (once, for the full fit and every fold)."""
     k = min(recipe.segments.folds, len(records))
     order = np.random.default_rng(recipe.seed).permutation(len(records))
-    texts, golds, segments, probabilities = [], [], [], []
     meta = ModelMeta(task=recipe.task, classifier=recipe.model.kind, labels=labels, multi_label=True)
+    held_out, segments, probabilities = [], [], []
     for fold in range(k):
-        held = set(order[fold::k].tolist())
-        inputs, y = segment_data(
-            [r for i, r in enumerate(records) if i not in held], labels, recipe.segments.min_overlap
-        )
+        held = sorted(order[fold::k].tolist())
+        kept = set(range(len(records))) - set(held)
+        inputs, y = stacked([documents[i] for i in sorted(kept)], len(labels))
         scorer = LinearSegmentClassifier(fit_pipeline(inputs, y, recipe.seed), meta)
-        held_records = [records[i] for i in sorted(held)]
-        scores = scorer.score([r.text for r in held_records])
-        texts += [r.text for r in held_records]
-        golds += [r.spans for r in held_records]
+        scores = scorer.score_segments([documents[i].segments for i in held], [documents[i].inputs for i in held])
+        held_out += [records[i] for i in held]
         segments += scores.segments
         probabilities += scores.probabilities
+    texts, golds = [r.text for r in held_out], [r.spans for r in held_out]
     counts = threshold_counts(
         texts, golds, segments, probabilities, labels, jaccard_threshold=recipe.eval.jaccard_threshold
     )
-    return choose_from_counts(
-        counts
-    ), f"chosen on out-of-fold scores of the {len(records)} training documents ({k} folds)"
+    how = f"chosen on out-of-fold scores of the {len(records)} training documents ({k} folds)"
+    return choose_from_counts(counts), how
 
 
 def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
@@ -125,7 +142,8 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
     labels = labels_to_learn(recipe, train_records)
     train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
     started = time.perf_counter()
-    inputs, y = segment_data(train_records, labels, recipe.segments.min_overlap)
+    documents = segment_documents(train_records, labels, recipe.segments.min_overlap)
+    inputs, y = stacked(documents, len(labels))
     if not inputs:
         raise ToolkitError(f"{recipe.data.train}: no text to learn from", fix="check data.train")
     positives = dict(zip(labels, y.sum(axis=0).tolist()))
@@ -143,7 +161,7 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
     fit_seconds = time.perf_counter() - started
     chosen = None
     if recipe.segments.thresholds == "out_of_fold":
-        chosen = out_of_fold_thresholds(recipe, train_records, labels)
+        chosen = out_of_fold_thresholds(recipe, train_records, documents, labels)
     threshold_seconds = time.perf_counter() - started - fit_seconds
     model_dir = run_dir / MODEL_DIR
     model_dir.mkdir(parents=True, exist_ok=True)
