@@ -146,7 +146,8 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
     from toolkit.errors import ConfigError
     from toolkit.evaluate.evaluation import evaluate_run
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.segment_linear import out_of_fold_thresholds, segment_documents
+    from toolkit.tasks.linear_model import segment_documents
+    from toolkit.tasks.segment_linear import out_of_fold_thresholds
 
     recipe = load_recipe(
         REPO / "recipes" / "demo_segments_mlm.yaml",
@@ -251,7 +252,8 @@ def test_hard_negatives_need_a_pool_and_an_encoder():
     )
 
 
-def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_stage(tiny_bert, tmp_path):
+@pytest.mark.parametrize("linear_prior", [False, True])
+def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_stage(tiny_bert, tmp_path, linear_prior):
     from toolkit.config import load_recipe
     from toolkit.tasks import run_recipe
 
@@ -270,6 +272,8 @@ def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_sta
         "segments.hard_negatives.min_score=0.01",
         "segments.hard_negatives.pool=6",
         "segments.hard_negatives.max_windows=4",
+        f"segments.linear_prior={str(linear_prior).lower()}",
+        "segments.folds=2",
     ]
     result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "hard")
     mining = result.run["hard_negatives"]
@@ -282,3 +286,95 @@ def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_sta
     second = [e for e in log if e.get("stage") == "hard_negatives"]
     assert first and second and min(e["step"] for e in second) > max(e["step"] for e in first)
     assert result.run["optimizer_steps"] == max(e["step"] for e in second) and result.run["epochs_completed"] == 3
+
+
+def test_windows_read_their_segments_prior_logits_by_document_index():
+    from toolkit.spans.windows import Window
+    from toolkit.tasks.features import SegmentWindows
+
+    windows = [
+        Window(doc=0, input_ids=[1, 2], offsets=[], word_ids=[]),
+        Window(doc=1, input_ids=[1], offsets=[], word_ids=[]),
+    ]
+    features = SegmentWindows(windows, [[0, 1], [0]], [[[0], [1]], [[0]]], [[2, 3], [0]])
+    doc_logits = [np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([[-5.0]])]
+    with_priors = features.with_priors(doc_logits)
+    assert with_priors.priors == [[[2.0], [3.0]], [[-5.0]]]
+    assert with_priors.subset([1]).priors == [[[-5.0]]] and (with_priors + with_priors).priors[2] == [[2.0], [3.0]]
+    with pytest.raises(ValueError, match="with and without prior"):
+        features + with_priors
+
+
+def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_it_to_eval_and_export(
+    tiny_bert, tmp_path
+):
+    from toolkit.config import load_recipe
+    from toolkit.deploy.export import export_run
+    from toolkit.errors import ToolkitError
+    from toolkit.infer import load_predictor
+    from toolkit.infer.segmenter import SegmentClassifier
+    from toolkit.spans.segment_decoding import probability_logit, sigmoid
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.linear_model import fit_linear_prior
+
+    overrides = [
+        f"model.name={tiny_bert}",
+        f"output_dir={tmp_path}",
+        "data.max_train_docs=12",
+        "data.dev=sample:contracts_train",
+        "data.max_dev_docs=6",
+        "train.epochs=2",
+        "train.learning_rate=1e-3",
+        "eval.bootstrap=0",
+        "segments.linear_prior=true",
+        "segments.folds=3",
+    ]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    result = run_recipe(recipe, tmp_path / "prior")
+    run = open_run(result.run_dir)
+    assert run.meta.linear_prior == "linear.joblib" and (run.model_dir / "linear.joblib").is_file()
+    plan = json.loads((result.run_dir / "data_report.json").read_text())
+    assert plan["linear_prior"]["folds"] == 3
+    alone = result.run["linear_prior_alone_dev"]
+    assert 0 < alone["macro_aupr"] <= 1 and 0 <= alone["tuned_jaccard_f1"] <= 1
+
+    predictor = load_predictor(result.run_dir)
+    assert isinstance(predictor, SegmentClassifier) and predictor.prior is not None
+    texts = [
+        r["text"]
+        for r in map(json.loads, (REPO / "toolkit/data/sample/contracts_dev.jsonl").read_text().splitlines()[:3])
+    ]
+    with_prior = predictor.score(texts)
+    encoder_only = SegmentClassifier(predictor.model, predictor.tokenizer, predictor.meta).score(texts)
+    prior_logits = predictor.prior.logits(texts, with_prior.segments)
+    for a, b, prior in zip(with_prior.probabilities, encoder_only.probabilities, prior_logits):
+        # The encoder's segment logit plus the linear model's: the combined model is their sum in logit space.
+        np.testing.assert_allclose(a, sigmoid(probability_logit(b) + prior), atol=1e-6)
+        assert np.abs(prior).max() > 0.1  # the prior is not a constant zero
+
+    # Training windows read out-of-fold logits: on its own training documents, the saved (full-fit) linear
+    # model is surer of the clause segments than the model of the folds that left each document out.
+    from toolkit.data.records import filter_labels, load_splits
+    from toolkit.spans.segment_decoding import segment_targets
+    from toolkit.spans.segments import segment_text
+
+    train, _ = load_splits(recipe)
+    train = filter_labels(train, run.labels)
+    fitted = fit_linear_prior(train, run.labels, 0.5, 3, recipe.seed, recipe.task)
+    segments = [segment_text(r.text) for r in train]
+    full = predictor.prior.logits([r.text for r in train], segments)
+    targets = [np.asarray(segment_targets(s, r.spans, run.labels, 0.5), dtype=bool) for s, r in zip(segments, train)]
+    on_positives = [(f[t].mean(), o[t].mean()) for f, o, t in zip(full, fitted.train_logits, targets) if t.any()]
+    assert np.mean([f for f, _ in on_positives]) > np.mean([o for _, o in on_positives])
+
+    manifest = export_run(result.run_dir, tmp_path / "art", precision="fp32", parity_docs=4)
+    assert manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3 and (tmp_path / "art" / "linear.joblib").is_file()
+    exported = load_predictor(tmp_path / "art")
+
+    def extents(spans):
+        return [[(s.start, s.end, s.label) for s in doc] for doc in spans]
+
+    assert extents(exported.predict(texts)) == extents(predictor.predict(texts))
+    (tmp_path / "art" / "linear.joblib").unlink()
+    with pytest.raises(ToolkitError, match="linear.joblib: missing"):
+        load_predictor(tmp_path / "art")

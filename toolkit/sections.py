@@ -347,6 +347,15 @@ class SegmentsConfig(SegmentDecisionConfig):
     hard_negatives: HardNegativesConfig | None = Field(
         default=None, description="Hard-negative mining after training (off when absent)."
     )
+    linear_prior: bool = Field(
+        default=False,
+        description=(
+            "Lexical and neural evidence in one model: the linear baseline (TF-IDF + logistic regression) is fitted "
+            "on the training documents and its per-label logit is added to each segment's logit, so the encoder "
+            "learns a correction to it. Training documents get out-of-fold logits (segments.folds folds), so the "
+            "encoder learns how far to trust the linear model on text it has not seen."
+        ),
+    )
 
 
 # --- span_generation -------------------------------------------------------------------------------

@@ -278,8 +278,11 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
                 directory / ONNX_FILE,
                 json.loads((run.model_dir / "config.json").read_text()),
             )
-    if (run.model_dir / SELECTOR_FILE).is_file() and not (directory / SELECTOR_FILE).is_file():
-        shutil.copy2(run.model_dir / SELECTOR_FILE, directory / SELECTOR_FILE)  # the CLM's candidate-window selector
+    # Fitted scikit-learn parts the predictor loads beside the network: the CLM's candidate-window selector,
+    # a segment model's linear prior (segments.linear_prior).
+    for side in (SELECTOR_FILE, run.meta.linear_prior):
+        if side and (run.model_dir / side).is_file() and not (directory / side).is_file():
+            shutil.copy2(run.model_dir / side, directory / side)
     # toolkit.json says how to run the folder: the predictors read runtime and precision from it.
     write_meta(
         directory, run.meta.model_copy(update={"export": ExportInfo(path=name, runtime=runtime, precision=precision)})

@@ -74,6 +74,11 @@ def render_model_card(
             "- Decision thresholds per label (chosen on dev): "
             + ", ".join(f"{lb} {t}" for lb, t in zip(labels, meta.thresholds))
         )
+    if meta.linear_prior:
+        lines.append(
+            f"- Each segment's logit adds a TF-IDF + logistic regression model's logit (`{meta.linear_prior}`, "
+            "scikit-learn, stored with joblib: a pickle, so load only artifacts you trust)"
+        )
     lines += ["", "## Training data", ""]
     if data_report:
         train, dev = data_report.get("train", {}), data_report.get("dev", {})

@@ -12,7 +12,7 @@ from toolkit.evaluate.ranking import ranking_metrics, sweep_metrics
 from toolkit.evaluate.reporting import write_metrics, write_predictions
 from toolkit.evaluate.thresholds import threshold_counts
 from toolkit.infer import load_predictor, predict_with_report
-from toolkit.infer.segmenter import SegmentDecisions
+from toolkit.infer.decisions import SegmentDecisions
 from toolkit.rundir import PREDICTIONS_FILE, open_run, records_for
 from toolkit.scoring import SCORING
 

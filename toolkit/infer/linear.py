@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.infer.segmenter import SegmentDecisions, SegmentScores
+from toolkit.infer.decisions import SegmentDecisions, SegmentScores
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
+from toolkit.spans.segment_decoding import probability_logit
 from toolkit.spans.segments import segment_text
 
 LINEAR_FILE = "linear.joblib"
@@ -45,10 +46,14 @@ class LinearSegmentClassifier(SegmentDecisions):
 
     @classmethod
     def load(cls, run: Run | Path, device: str | None = None) -> LinearSegmentClassifier:
+        run = run if isinstance(run, Run) else open_run(run)
+        return cls.load_pipeline(run.model_dir / LINEAR_FILE, run.meta)
+
+    @classmethod
+    def load_pipeline(cls, path: Path, meta: ModelMeta) -> LinearSegmentClassifier:
         import joblib
 
-        run = run if isinstance(run, Run) else open_run(run)
-        return cls(joblib.load(run.model_dir / LINEAR_FILE), run.meta)
+        return cls(joblib.load(path), meta)
 
     def score(self, texts: Sequence[str], batch_size: int | None = None) -> SegmentScores:
         start = time.perf_counter()
@@ -70,6 +75,12 @@ class LinearSegmentClassifier(SegmentDecisions):
             out.append(probs[at : at + len(doc)].reshape(len(doc), len(self.labels)))
             at += len(doc)
         return SegmentScores(list(segments), out)
+
+    def logits(self, texts: Sequence[str], segments: Sequence[list[tuple[int, int]]]) -> list[np.ndarray]:
+        """Per document, [segments x labels] logits of its probabilities: what an encoder trained with
+        segments.linear_prior adds to its own segment logits."""
+        inputs = [segment_inputs(t, segs) for t, segs in zip(texts, segments)]
+        return [probability_logit(p) for p in self.score_segments(segments, inputs).probabilities]
 
     def predict(self, texts: Sequence[str], batch_size: int | None = None) -> list[list[PredictedSpan]]:
         return self.spans_at(self.score(texts))

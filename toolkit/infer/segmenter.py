@@ -10,64 +10,44 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from toolkit.errors import ToolkitError
+from toolkit.infer.decisions import SegmentDecisions, SegmentScores
+from toolkit.infer.linear import LinearSegmentClassifier
 from toolkit.infer.tagger import Tagger
-from toolkit.rundir import ModelMeta
-from toolkit.scoring import SCORING
+from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
-from toolkit.spans.segment_decoding import merge_segments, segment_logits, sigmoid, token_segments
+from toolkit.spans.segment_decoding import segment_logits, sigmoid, token_segments
 from toolkit.spans.segments import segment_text
 from toolkit.spans.windows import Window
 
 
-@dataclass(frozen=True)
-class SegmentScores:
-    """What a segment model says about documents before any threshold: each document's segments and
-    their per-label probabilities [segments x labels]. Evaluation sweeps thresholds over these."""
-
-    segments: list[list[tuple[int, int]]]
-    probabilities: list[np.ndarray]
-
-
-class SegmentDecisions:
-    """Per-label thresholds over segment probabilities, shared by every segment model (the encoder and
-    the linear baseline): `score` documents once, then `spans_at` any thresholds."""
-
-    def init_decisions(self, meta: ModelMeta) -> None:
-        self.labels = list(meta.labels)
-        self.thresholds = list(meta.thresholds or self.default_thresholds())
-
-    def default_thresholds(self) -> list[float]:
-        return [SCORING.decision_threshold] * len(self.labels)
-
-    def score(self, texts: Sequence[str], batch_size: int = 16) -> SegmentScores:
-        raise NotImplementedError
-
-    def spans_at(
-        self, scores: SegmentScores, thresholds: Sequence[float] | Sequence[Sequence[float]] | None = None
-    ) -> list[list[PredictedSpan]]:
-        """Spans at the saved thresholds, or at others (one list for all documents, or one per document)."""
-        thresholds = self.thresholds if thresholds is None else thresholds
-        per_doc = (
-            thresholds
-            if thresholds and isinstance(thresholds[0], (list, tuple))
-            else [thresholds] * len(scores.segments)
-        )
-        return [
-            [PredictedSpan(a, b, label, score) for a, b, label, score in merge_segments(segs, p, self.labels, t)]
-            for segs, p, t in zip(scores.segments, scores.probabilities, per_doc)
-        ]
-
-
 class SegmentClassifier(SegmentDecisions, Tagger):
-    """A trained segment model: per-label probabilities of each segment, merged into spans."""
+    """A trained segment model: per-label probabilities of each segment, merged into spans. A model trained
+    with segments.linear_prior adds the linear model's per-label logit to each segment's logit (`prior`,
+    a LinearSegmentClassifier saved in the model folder)."""
 
-    def __init__(self, model, tokenizer, meta: ModelMeta, device: str = "cpu"):
+    def __init__(self, model, tokenizer, meta: ModelMeta, device: str = "cpu", prior=None):
         Tagger.__init__(self, model, tokenizer, meta, device)
         self.init_decisions(meta)
+        self.prior = prior
+
+    @classmethod
+    def load(cls, run: Run | Path, device: str | None = None) -> SegmentClassifier:
+        run = run if isinstance(run, Run) else open_run(run)
+        classifier = super().load(run, device)
+        if run.meta.linear_prior:
+            path = run.model_dir / run.meta.linear_prior
+            if not path.is_file():
+                raise ToolkitError(
+                    f"{path}: missing; {run.model_dir / 'toolkit.json'} names it as the model's linear prior",
+                    fix="copy the whole model folder (or export it again with `toolkit export`)",
+                )
+            classifier.prior = LinearSegmentClassifier.load_pipeline(path, run.meta)
+        return classifier
 
     def probabilities(
         self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
@@ -78,10 +58,12 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         for w, window_logits in zip(windows, logits):
             by_doc[w.doc][0].append(token_segments(w.offsets, segments[w.doc]))
             by_doc[w.doc][1].append(window_logits)
-        probs = [
-            sigmoid(segment_logits(len(segs), len(self.labels), ids, lg)) for segs, (ids, lg) in zip(segments, by_doc)
+        logits_per_doc = [
+            segment_logits(len(segs), len(self.labels), ids, lg) for segs, (ids, lg) in zip(segments, by_doc)
         ]
-        return segments, probs
+        if self.prior is not None:
+            logits_per_doc = [a + b for a, b in zip(logits_per_doc, self.prior.logits(texts, segments))]
+        return segments, [sigmoid(x) for x in logits_per_doc]
 
     def decode(
         self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]

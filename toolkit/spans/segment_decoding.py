@@ -66,14 +66,27 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.nan_to_num(x, nan=-np.inf)))
 
 
-def best_segment_probability(local_ids: Sequence[int], logits: np.ndarray) -> float:
+def probability_logit(probabilities: np.ndarray, floor: float = 1e-6) -> np.ndarray:
+    """log(p / (1 - p)), with p kept within [floor, 1 - floor] so a certain 0 or 1 stays finite (a label the
+    linear model never saw positive predicts a constant 0)."""
+    p = np.clip(np.asarray(probabilities, dtype=float), floor, 1 - floor)
+    return np.log(p) - np.log1p(-p)
+
+
+def best_segment_probability(
+    local_ids: Sequence[int], logits: np.ndarray, prior: Sequence[Sequence[float]] | None = None
+) -> float:
     """The highest probability any segment of one window gets for any label, read from that window alone
-    (how hard-negative mining ranks clause-free windows); 0 for a window without segments."""
+    (how hard-negative mining ranks clause-free windows), with its segments' prior logits added when the
+    model has one (segments.linear_prior); 0 for a window without segments."""
     ids = [i for i in local_ids if i != NO_SEGMENT]
     if not ids:
         return 0.0
     logits = np.asarray(logits, dtype=float)
-    return float(np.max(sigmoid(segment_logits(max(ids) + 1, logits.shape[-1], [local_ids], [logits]))))
+    local = segment_logits(max(ids) + 1, logits.shape[-1], [local_ids], [logits])
+    if prior is not None:
+        local = local + np.asarray(prior, dtype=float).reshape(local.shape)
+    return float(np.max(sigmoid(local)))
 
 
 def merge_segments(

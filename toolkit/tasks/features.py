@@ -7,9 +7,12 @@ span_generation: documents -> text windows (`generation_windows`) -> prompt + co
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from toolkit.data.records import filter_labels
 from toolkit.data.schema import SpanRecord
@@ -174,18 +177,35 @@ class SegmentWindows:
     windows: list[Window]
     local_ids: list[list[int]]  # window-local segment index per token
     segment_labels: list[list[list[int]]]  # per window: [local segments][labels]
+    segment_index: list[list[int]]  # per window: the document's index of each local segment
+    priors: list[list[list[float]]] | None = None  # segments.linear_prior: per window, [local segments][labels]
 
     def subset(self, indices: list[int]) -> SegmentWindows:
         return SegmentWindows(
             [self.windows[i] for i in indices],
             [self.local_ids[i] for i in indices],
             [self.segment_labels[i] for i in indices],
+            [self.segment_index[i] for i in indices],
+            None if self.priors is None else [self.priors[i] for i in indices],
         )
 
     def __add__(self, other: SegmentWindows) -> SegmentWindows:
+        if (self.priors is None) != (other.priors is None):
+            raise ValueError("windows with and without prior logits cannot be joined")
         return SegmentWindows(
-            self.windows + other.windows, self.local_ids + other.local_ids, self.segment_labels + other.segment_labels
+            self.windows + other.windows,
+            self.local_ids + other.local_ids,
+            self.segment_labels + other.segment_labels,
+            self.segment_index + other.segment_index,
+            None if self.priors is None else self.priors + other.priors,
         )
+
+    def with_priors(self, document_logits: list[np.ndarray]) -> SegmentWindows:
+        """These windows with each local segment's prior logits, read from per-document [segments x labels]."""
+        priors = [
+            np.asarray(document_logits[w.doc])[index].tolist() for w, index in zip(self.windows, self.segment_index)
+        ]
+        return dataclasses.replace(self, priors=priors)
 
 
 def segment_features(
@@ -210,7 +230,7 @@ def segment_features(
     segments = [segment_text(r.text) for r in records]
     targets = [segment_targets(segs, r.spans, labels, min_overlap) for segs, r in zip(segments, records)]
     windows = make_windows(tokenizer, [r.text for r in records], max_length, stride)
-    local_ids, seg_labels, positive = [], [], []
+    local_ids, seg_labels, index, positive = [], [], [], []
     for w in windows:
         ids = token_segments(w.offsets, segments[w.doc])
         order = list(dict.fromkeys(i for i in ids if i != NO_SEGMENT))
@@ -218,13 +238,14 @@ def segment_features(
         local_ids.append([local.get(i, NO_SEGMENT) for i in ids])
         rows = [targets[w.doc][g] for g in order]
         seg_labels.append(rows)
+        index.append(order)
         positive.append(any(any(row) for row in rows))
     report.windows = len(windows)
     report.windows_with_spans = sum(positive)
     keep, report.negative_windows_kept, report.negative_windows_dropped = sample_negatives(
         positive, negative_ratio, seed
     )
-    every = SegmentWindows(windows, local_ids, seg_labels)
+    every = SegmentWindows(windows, local_ids, seg_labels, index)
     kept = every.subset(keep)
     kept_set = set(keep)
     left_out = every.subset([i for i in range(len(windows)) if i not in kept_set])

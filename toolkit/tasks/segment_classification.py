@@ -27,12 +27,14 @@ from pathlib import Path
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.evaluate.metrics import score
-from toolkit.evaluate.ranking import sweep_metrics
-from toolkit.infer.segmenter import SegmentClassifier, SegmentScores
+from toolkit.infer.decisions import SegmentScores
+from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier
+from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import ModelMeta, save_model_dir
 from toolkit.sections import HardNegativesConfig
 from toolkit.spans.label_space import LabelSpace
+from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import (
     FeatureReport,
     SegmentWindows,
@@ -41,8 +43,14 @@ from toolkit.tasks.features import (
     segment_features,
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
+from toolkit.tasks.linear_model import fit_linear_prior
 from toolkit.tasks.models import build_segment_model
-from toolkit.tasks.segment_scoring import dev_tuning_note, score_segment_model, sweep_and_cross_fit
+from toolkit.tasks.segment_scoring import (
+    cross_fitted_summary,
+    dev_tuning_note,
+    score_segment_model,
+    sweep_and_cross_fit,
+)
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
 
 
@@ -68,6 +76,7 @@ def _collator(tokenizer):
     def collate(features):
         local = [f.pop("segment_ids") for f in features]
         rows = [f.pop("segment_labels") for f in features]
+        priors = [f.pop("segment_priors") for f in features] if "segment_priors" in features[0] else None
         batch = tokenizer.pad(features, return_tensors="pt", pad_to_multiple_of=8)
         width = batch["input_ids"].shape[1]
         n_labels = len(next((r[0] for r in rows if r), [0]))
@@ -79,6 +88,11 @@ def _collator(tokenizer):
             if seg:
                 labels[i, : len(seg)] = torch.tensor(seg, dtype=torch.long)
         batch["segment_ids"], batch["labels"] = ids, labels
+        if priors is not None:
+            batch["segment_priors"] = torch.zeros((len(rows), most, n_labels))
+            for i, prior in enumerate(priors):
+                if prior:
+                    batch["segment_priors"][i, : len(prior)] = torch.tensor(prior, dtype=torch.float)
         return batch
 
     return collate
@@ -103,6 +117,7 @@ def _trainer_class():
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels, local = inputs.pop("labels"), inputs.pop("segment_ids")
+            priors = inputs.pop("segment_priors", None)
             outputs = model(**inputs)
             logits = outputs.logits.float()
             batch, width, n_labels = logits.shape
@@ -119,6 +134,8 @@ def _trainer_class():
                 0, slot.view(-1), valid.view(-1).float()
             )
             seg_logits = (sums / counts.clamp_min(1)[:, None]).view(batch, most + 1, n_labels)[:, :most]
+            if priors is not None:  # segments.linear_prior: the model learns a correction to the linear logit
+                seg_logits = seg_logits + priors.to(seg_logits.device)
             keep = (labels >= 0) & (counts.view(batch, most + 1)[:, :most] > 0)[..., None]
             target = labels.clamp_min(0).float()
             loss = torch.nn.functional.binary_cross_entropy_with_logits(seg_logits, target, reduction="none")
@@ -155,7 +172,10 @@ def mine_hard_negatives(
         finally:
             trainer.compute_metrics = compute_metrics
         logits = logits[0] if isinstance(logits, tuple) else logits
-        scores = [best_segment_probability(ids, logits[i, : len(ids)]) for i, ids in enumerate(pool.local_ids)]
+        scores = [
+            best_segment_probability(ids, logits[i, : len(ids)], pool.priors[i] if pool.priors else None)
+            for i, ids in enumerate(pool.local_ids)
+        ]
     limit = hard.max_windows or p.train_report.negative_windows_kept or len(pool.windows)
     chosen = choose_hard_negatives(scores, hard.min_score, limit, hard.choose, seed)
     info = {
@@ -173,14 +193,15 @@ def mine_hard_negatives(
 def _dataset(features: SegmentWindows):
     from datasets import Dataset
 
-    return Dataset.from_dict(
-        {
-            "input_ids": [w.input_ids for w in features.windows],
-            "attention_mask": [[1] * len(w.input_ids) for w in features.windows],
-            "segment_ids": features.local_ids,
-            "segment_labels": features.segment_labels,
-        }
-    )
+    columns = {
+        "input_ids": [w.input_ids for w in features.windows],
+        "attention_mask": [[1] * len(w.input_ids) for w in features.windows],
+        "segment_ids": features.local_ids,
+        "segment_labels": features.segment_labels,
+    }
+    if features.priors is not None:
+        columns["segment_priors"] = features.priors
+    return Dataset.from_dict(columns)
 
 
 @dataclass
@@ -192,6 +213,7 @@ class SegmentPrepared(Prepared):
     train_report: FeatureReport
     dev_report: FeatureReport
     left_out: SegmentWindows  # clause-free training windows negative_ratio left out: the hard-negative pool
+    prior: LinearSegmentClassifier | None = None  # segments.linear_prior: the linear model fitted on train
 
 
 class SegmentClassification(Flow):
@@ -213,12 +235,26 @@ class SegmentClassification(Flow):
             recipe.seed,
         )
         dev, dev_report, _ = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
+        prior, prior_plan = None, {}
+        if s.linear_prior:
+            fitted = fit_linear_prior(
+                filter_labels(train_records, labels), labels, s.min_overlap, s.folds, recipe.seed, recipe.task
+            )
+            prior = LinearSegmentClassifier(
+                fitted.pipeline, ModelMeta(task=recipe.task, labels=labels, multi_label=True)
+            )
+            dev_texts = [r.text for r in dev_records]
+            train = train.with_priors(fitted.train_logits)
+            left_out = left_out.with_priors(fitted.train_logits)
+            dev = dev.with_priors(prior.logits(dev_texts, [segment_text(t) for t in dev_texts]))
+            prior_plan = {"linear_prior": {"folds": fitted.folds, "seconds": round(fitted.seconds, 1)}}
         plan = {
             "labels": labels,
             "train": train_report.to_dict(),
             "dev": dev_report.to_dict(),
             "steps_per_epoch": steps_per_epoch(len(train.windows), recipe),
             **parameter_counts(model),
+            **prior_plan,
             **dev_tuning_note(recipe, dev_records, labels),
         }
         return SegmentPrepared(
@@ -233,6 +269,7 @@ class SegmentClassification(Flow):
             train_report,
             dev_report,
             left_out,
+            prior,
         )
 
     def train(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared) -> Trained:
@@ -273,9 +310,8 @@ class SegmentClassification(Flow):
         from transformers import EarlyStoppingCallback
 
         texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
-        scorer = SegmentClassifier(
-            None, p.tokenizer, self._meta(recipe, p)
-        )  # decoding only: the Trainer runs the model
+        # Decoding only: the Trainer runs the model.
+        scorer = SegmentClassifier(None, p.tokenizer, self._meta(recipe, p), prior=p.prior)
         jaccard = recipe.eval.jaccard_threshold
 
         def compute_metrics(pred) -> dict:
@@ -288,20 +324,12 @@ class SegmentClassification(Flow):
                 *scorer.probabilities(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)])
             )
             summary = score(texts, golds, scorer.spans_at(scores), jaccard_threshold=jaccard, bootstrap=0)["summary"]
-            counts, crossed_spans = sweep_and_cross_fit(scorer, scores, texts, golds, p.labels, jaccard)
-            crossed = score(texts, golds, crossed_spans, jaccard_threshold=jaccard, bootstrap=0)["summary"]
             return {
                 **{
                     k: summary[k]
                     for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")
                 },
-                "macro_aupr": sweep_metrics(counts, p.labels, bootstrap=0, jaccard_threshold=jaccard)["macro"].get(
-                    "aupr", 0.0
-                ),
-                **{
-                    f"tuned_{k}": crossed[k]
-                    for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "boundary_both_recall")
-                },
+                **cross_fitted_summary(scorer, scores, texts, golds, p.labels, jaccard),
             }
 
         t, s = recipe.train, recipe.segments
@@ -335,10 +363,12 @@ class SegmentClassification(Flow):
             max_length=recipe.model.max_length,
             stride=recipe.model.stride,
             min_overlap=recipe.segments.min_overlap,
+            linear_prior=LINEAR_FILE if p.prior is not None else None,
         )
 
     def predictor(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model) -> SegmentClassifier:
-        return SegmentClassifier(model, p.tokenizer, self._meta(recipe, p), str(next(model.parameters()).device))
+        device = str(next(model.parameters()).device)
+        return SegmentClassifier(model, p.tokenizer, self._meta(recipe, p), device, prior=p.prior)
 
     def curve_predictions(
         self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, records
@@ -355,6 +385,10 @@ class SegmentClassification(Flow):
     def save(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, directory: Path) -> None:
         """A model directory loadable by `SegmentClassifier.load` and exportable; thresholds are added by `evaluate`."""
         save_model_dir(model, p.tokenizer, directory, self._meta(recipe, p))
+        if p.prior is not None:
+            import joblib
+
+            joblib.dump(p.prior.pipeline, directory / LINEAR_FILE)
 
     def evaluate(
         self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trained: Trained
@@ -363,6 +397,18 @@ class SegmentClassification(Flow):
         metrics, info = score_segment_model(
             recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size
         )
+        if p.prior is not None:
+            # What the encoder adds: the linear prior alone on the same dev documents, scored the same way.
+            texts = [r.text for r in p.dev_records]
+            alone = cross_fitted_summary(
+                p.prior,
+                p.prior.score(texts),
+                texts,
+                [r.spans for r in p.dev_records],
+                p.labels,
+                recipe.eval.jaccard_threshold,
+            )
+            info["linear_prior_alone_dev"] = {k: round(v, 4) for k, v in alone.items()}
         return metrics, {
             **info,
             "best_checkpoint_dev_tuned_jaccard_f1": trained.trainer.state.best_metric,

@@ -1,49 +1,32 @@
 """task: segment_classification with `model.kind: linear`: the bag-of-words baseline.
 
 TF-IDF over each segment (with its neighbours' words) and one logistic regression per label with
-balanced class weights (scikit-learn), fitted in seconds. It has no Trainer, so its flow replaces `run` and
-`plan` rather than going through `flow.run_flow`; it writes the same run directory (config.yaml, data_report.json,
-model/ with
-toolkit.json, predictions, metrics with the same thresholds and ranking metrics as the encoder), so
-`toolkit eval` and `toolkit compare` treat it like any run.
+balanced class weights (scikit-learn, `linear_model.py`), fitted in seconds. It has no Trainer, so its flow
+replaces `run` and `plan` rather than going through `flow.run_flow`; it writes the same run directory
+(config.yaml, data_report.json, model/ with toolkit.json, predictions, metrics with the same thresholds and
+ranking metrics as the encoder), so `toolkit eval` and `toolkit compare` treat it like any run.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.thresholds import choose_from_counts, threshold_counts
-from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier, segment_inputs
+from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier
 from toolkit.registry.linear_segments import LinearSegmentsRecipe
 from toolkit.rundir import MODEL_DIR, ModelMeta, start_run_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
-from toolkit.spans.segment_decoding import segment_targets
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, RunResult
+from toolkit.tasks.linear_model import SegmentedDocument, fit_pipeline, out_of_fold_scores, segment_documents, stacked
 from toolkit.tasks.segment_scoring import dev_tuning_note, score_segment_model
 
 LINEAR = "linear"
-
-
-def _pipeline(n_labels: int, seed: int):
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.multiclass import OneVsRestClassifier
-    from sklearn.pipeline import make_pipeline
-
-    classifier = LogisticRegression(class_weight="balanced", max_iter=2000, C=1.0, random_state=seed)
-    return make_pipeline(
-        TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, lowercase=True),
-        OneVsRestClassifier(classifier),
-    )
 
 
 class LinearSegments(Flow):
@@ -56,43 +39,6 @@ class LinearSegments(Flow):
         return run_linear(self, recipe, run_dir)
 
 
-@dataclass(frozen=True)
-class SegmentedDocument:
-    """A training document cut into segments once: their spans, model inputs and per-label targets."""
-
-    segments: list[tuple[int, int]]
-    inputs: list[str]
-    targets: list[list[int]]
-
-
-def segment_documents(records: list[SpanRecord], labels: list[str], min_overlap: float) -> list[SegmentedDocument]:
-    out = []
-    for r in records:
-        segments = segment_text(r.text)
-        out.append(
-            SegmentedDocument(
-                segments, segment_inputs(r.text, segments), segment_targets(segments, r.spans, labels, min_overlap)
-            )
-        )
-    return out
-
-
-def stacked(documents: list[SegmentedDocument], n_labels: int) -> tuple[list[str], np.ndarray]:
-    """Every segment's input text and its targets [segments, labels], in document order."""
-    inputs = [x for d in documents for x in d.inputs]
-    targets = [t for d in documents for t in d.targets]
-    return inputs, np.asarray(targets, dtype=np.int64).reshape(len(inputs), n_labels)
-
-
-def fit_pipeline(inputs: list[str], y: np.ndarray, seed: int):
-    import warnings
-
-    with warnings.catch_warnings():
-        # sklearn warns for every label without positives; the run reports them.
-        warnings.filterwarnings("ignore", message="Label not .* is present in all training examples")
-        return _pipeline(y.shape[1], seed).fit(inputs, y)
-
-
 def out_of_fold_thresholds(
     recipe: LinearSegmentsRecipe, records: list[SpanRecord], documents: list[SegmentedDocument], labels: list[str]
 ) -> tuple[list[float], str]:
@@ -100,22 +46,15 @@ def out_of_fold_thresholds(
     fitted on the others, the sweep over all of them, the best Jaccard F1 per label (as `tuned` does on dev).
     Dev then only reports, and the choice rests on every training document rather than a few dev ones.
     `documents` are `records` already segmented (once, for the full fit and every fold)."""
-    k = min(recipe.segments.folds, len(records))
-    order = np.random.default_rng(recipe.seed).permutation(len(records))
     meta = ModelMeta(task=recipe.task, classifier=recipe.model.kind, labels=labels, multi_label=True)
-    held_out, segments, probabilities = [], [], []
-    for fold in range(k):
-        held = sorted(order[fold::k].tolist())
-        kept = set(range(len(records))) - set(held)
-        inputs, y = stacked([documents[i] for i in sorted(kept)], len(labels))
-        scorer = LinearSegmentClassifier(fit_pipeline(inputs, y, recipe.seed), meta)
-        scores = scorer.score_segments([documents[i].segments for i in held], [documents[i].inputs for i in held])
-        held_out += [records[i] for i in held]
-        segments += scores.segments
-        probabilities += scores.probabilities
-    texts, golds = [r.text for r in held_out], [r.spans for r in held_out]
+    probabilities, k = out_of_fold_scores(documents, meta, recipe.segments.folds, recipe.seed)
     counts = threshold_counts(
-        texts, golds, segments, probabilities, labels, jaccard_threshold=recipe.eval.jaccard_threshold
+        [r.text for r in records],
+        [r.spans for r in records],
+        [d.segments for d in documents],
+        probabilities,
+        labels,
+        jaccard_threshold=recipe.eval.jaccard_threshold,
     )
     how = f"chosen on out-of-fold scores of the {len(records)} training documents ({k} folds)"
     return choose_from_counts(counts), how

@@ -14,7 +14,7 @@ from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import sweep_metrics
 from toolkit.evaluate.reporting import write_predictions
 from toolkit.evaluate.thresholds import choose_from_counts, cross_fitted_from_counts, threshold_counts
-from toolkit.infer.segmenter import SegmentDecisions, SegmentScores
+from toolkit.infer.decisions import SegmentDecisions, SegmentScores
 from toolkit.registry.extraction import ExtractionRecipe
 from toolkit.rundir import MODEL_DIR, PREDICTIONS_FILE, load_meta, open_run, read_metrics, records_for, write_meta
 from toolkit.scoring import SCORING
@@ -36,6 +36,28 @@ def sweep_and_cross_fit(
         texts, golds, scores.segments, scores.probabilities, labels, jaccard_threshold=jaccard_threshold
     )
     return counts, classifier.spans_at(scores, cross_fitted_from_counts(counts, SCORING.decision_threshold))
+
+
+def cross_fitted_summary(
+    classifier: SegmentDecisions,
+    scores: SegmentScores,
+    texts: list[str],
+    golds: list,
+    labels: list[str],
+    jaccard_threshold: float,
+) -> dict[str, float]:
+    """What thresholds do not decide: macro AUPR over the threshold sweep, and Jaccard and both-ends recall at
+    thresholds cross-fitted over two halves of the documents (keys tuned_*)."""
+    counts, crossed_spans = sweep_and_cross_fit(classifier, scores, texts, golds, labels, jaccard_threshold)
+    crossed = score(texts, golds, crossed_spans, jaccard_threshold=jaccard_threshold, bootstrap=0)["summary"]
+    ranking = sweep_metrics(counts, labels, bootstrap=0, jaccard_threshold=jaccard_threshold)
+    return {
+        "macro_aupr": ranking["macro"].get("aupr", 0.0),
+        **{
+            f"tuned_{k}": crossed[k]
+            for k in ("jaccard_f1", "jaccard_precision", "jaccard_recall", "boundary_both_recall")
+        },
+    }
 
 
 def score_segment_model(
