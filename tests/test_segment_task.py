@@ -305,6 +305,12 @@ def test_windows_read_their_segments_prior_logits_by_document_index():
         features + with_priors
 
 
+def predictor_starts_of(path):
+    from toolkit.infer import load_predictor
+
+    return load_predictor(path).score(["The Company may terminate this Agreement. It shall give notice."]).starts
+
+
 def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_it_to_eval_and_export(
     tiny_bert, tmp_path
 ):
@@ -327,12 +333,14 @@ def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_i
         "train.learning_rate=1e-3",
         "eval.bootstrap=0",
         "segments.linear_prior=true",
+        "segments.clause_starts=true",
         "segments.folds=3",
     ]
     recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
     result = run_recipe(recipe, tmp_path / "prior")
     run = open_run(result.run_dir)
     assert run.meta.linear_prior == "linear.joblib" and (run.model_dir / "linear.joblib").is_file()
+    assert run.meta.clause_starts == "clause_starts.joblib" and predictor_starts_of(result.run_dir) is not None
     plan = json.loads((result.run_dir / "data_report.json").read_text())
     assert plan["linear_prior"]["folds"] == 3
     alone = result.run["linear_prior_alone_dev"]
@@ -369,6 +377,7 @@ def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_i
 
     manifest = export_run(result.run_dir, tmp_path / "art", precision="fp32", parity_docs=4)
     assert manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3 and (tmp_path / "art" / "linear.joblib").is_file()
+    assert predictor_starts_of(tmp_path / "art") is not None
     exported = load_predictor(tmp_path / "art")
 
     def extents(spans):
@@ -378,3 +387,62 @@ def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_i
     (tmp_path / "art" / "linear.joblib").unlink()
     with pytest.raises(ToolkitError, match="linear.joblib: missing"):
         load_predictor(tmp_path / "art")
+
+
+def test_clause_starts_split_a_run_of_positive_segments_where_a_new_clause_begins():
+    from toolkit.evaluate.thresholds import threshold_counts
+    from toolkit.spans.segment_decoding import segment_runs, segment_starts
+
+    spans = [Span(start=0, end=20, label="A"), Span(start=21, end=30, label="A"), Span(start=31, end=40, label="B")]
+    # Segments 0-1 are one clause of A, segment 2 a second one right after it: B/I/O marks only the firsts.
+    assert segment_starts(SEGMENTS, spans, ["A", "B"], 0.5) == [[1, 0], [0, 0], [1, 0], [0, 1]]
+    inside = np.array([True, True, True, False])
+    assert segment_runs(inside) == [(0, 2)]
+    assert segment_runs(inside, np.array([True, False, True, False])) == [(0, 1), (2, 2)]
+    probs = np.array([[0.9, 0.1], [0.7, 0.2], [0.8, 0.1], [0.1, 0.9]])
+    starts = np.array([[0.9, 0.5], [0.2, 0.5], [0.6, 0.5], [0.1, 0.5]])
+    assert [s[:3] for s in merge_segments(SEGMENTS, probs, ["A", "B"], [0.5, 0.5])] == [(0, 30, "A"), (31, 40, "B")]
+    assert [s[:3] for s in merge_segments(SEGMENTS, probs, ["A", "B"], [0.5, 0.5], starts)] == [
+        (0, 20, "A"),
+        (21, 30, "A"),
+        (31, 40, "B"),
+    ]
+    # The threshold sweep (AUPR, threshold choice) splits the same runs: both A clauses match once split.
+    text = "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii"
+    counts = threshold_counts([text], [spans], [SEGMENTS], [probs], ["A", "B"], grid=[0.5])
+    split = threshold_counts([text], [spans], [SEGMENTS], [probs], ["A", "B"], grid=[0.5], starts=[starts])
+    assert counts[0, 0, 0].tolist() == [1, 1, 2] and split[0, 0, 0].tolist() == [2, 2, 2]
+
+
+def test_the_linear_baseline_learns_clause_starts_saves_them_and_needs_them_to_load(tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.errors import ConfigError, ToolkitError
+    from toolkit.infer import load_predictor
+    from toolkit.tasks import run_recipe
+
+    overrides = [
+        f"output_dir={tmp_path}",
+        "data.dev=sample:contracts_train",
+        "data.max_dev_docs=12",
+        "eval.bootstrap=0",
+    ]
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_segments_mlm.yaml", [*overrides, "segments.clause_starts=true"], linear_baseline=True
+    )
+    result = run_recipe(recipe, tmp_path / "starts")
+    run = open_run(result.run_dir)
+    assert run.meta.clause_starts == "clause_starts.joblib" and (run.model_dir / "clause_starts.joblib").is_file()
+    predictor = load_predictor(result.run_dir)
+    texts = [
+        json.loads(line)["text"]
+        for line in (REPO / "toolkit/data/sample/contracts_dev.jsonl").read_text().splitlines()[:4]
+    ]
+    scores = predictor.score(texts)
+    assert scores.starts is not None and all(s.shape == p.shape for s, p in zip(scores.starts, scores.probabilities))
+    assert all(((0 <= s) & (s <= 1)).all() for s in scores.starts)
+    (run.model_dir / "clause_starts.joblib").unlink()
+    with pytest.raises(ToolkitError, match="clause_starts.joblib: missing"):
+        load_predictor(result.run_dir)
+    # An encoder has clause starts only through its linear prior.
+    with pytest.raises(ConfigError, match="segments.linear_prior=true as well"):
+        load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.clause_starts=true"])

@@ -81,6 +81,7 @@ class ModelMeta(BaseModel):
     stride: int | None = None
     min_overlap: float | None = None  # segment models: share of a segment's characters in a span to be positive
     thresholds: list[float] | None = None  # segment models: per-label decision thresholds (None: the default)
+    clause_starts: str | None = None  # segment models: file of the clause-start classifiers (B/I/O over segments)
     linear_prior: str | None = None  # segment models: file (in the folder) of the linear model whose logits they add
     generation: GenerationConfig | None = None  # span_generation: how spans are written and generated
     selector: dict[str, Any] | None = None  # span_generation: the fitted window selector's report

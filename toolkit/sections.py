@@ -334,7 +334,15 @@ class SegmentDecisionConfig(Strict):
             f"linear baseline), so dev only reports; fixed: {SCORING.decision_threshold} for every label."
         ),
     )
-    folds: int = Field(default=5, ge=2, description="out_of_fold: folds of the training documents.")
+    folds: int = Field(default=5, ge=2, description="out_of_fold and linear_prior: folds of the training documents.")
+    clause_starts: bool = Field(
+        default=False,
+        description=(
+            "B/I/O over segments: the linear model also learns, per label, whether a clause segment begins a clause, "
+            "and a run of positive segments splits where one does, so adjacent clauses of one label stay apart "
+            "(the linear baseline, or an encoder with segments.linear_prior)."
+        ),
+    )
 
 
 class SegmentsConfig(SegmentDecisionConfig):

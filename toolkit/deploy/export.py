@@ -279,8 +279,8 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
                 json.loads((run.model_dir / "config.json").read_text()),
             )
     # Fitted scikit-learn parts the predictor loads beside the network: the CLM's candidate-window selector,
-    # a segment model's linear prior (segments.linear_prior).
-    for side in (SELECTOR_FILE, run.meta.linear_prior):
+    # a segment model's linear prior (segments.linear_prior) and its clause starts (segments.clause_starts).
+    for side in (SELECTOR_FILE, run.meta.linear_prior, run.meta.clause_starts):
         if side and (run.model_dir / side).is_file() and not (directory / side).is_file():
             shutil.copy2(run.model_dir / side, directory / side)
     # toolkit.json says how to run the folder: the predictors read runtime and precision from it.

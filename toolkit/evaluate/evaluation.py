@@ -39,7 +39,13 @@ def evaluate_run(
         scores = predictor.score(texts)
         predictions, unlocated, timing = predictor.spans_at(scores), [[] for _ in texts], predictor.last_report
         counts = threshold_counts(
-            texts, golds, scores.segments, scores.probabilities, run.labels, jaccard_threshold=jaccard
+            texts,
+            golds,
+            scores.segments,
+            scores.probabilities,
+            run.labels,
+            jaccard_threshold=jaccard,
+            starts=scores.starts,
         )
         ranking = sweep_metrics(counts, run.labels, bootstrap, 0, jaccard)
     else:

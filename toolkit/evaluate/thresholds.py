@@ -22,6 +22,7 @@ import numpy as np
 from toolkit.evaluate.metrics import jaccard, word_set
 from toolkit.scoring import SCORING
 from toolkit.spans.overlaps import SpanLike
+from toolkit.spans.segment_decoding import START_THRESHOLD, segment_runs
 
 # Balanced positive weights push probabilities up, so the grid is fine near 1; plain BCE on rare labels
 # keeps them near 0 (an unweighted CUAD model's never reached 0.05), so it is fine near 0 too.
@@ -48,15 +49,6 @@ THRESHOLD_GRID = tuple(
 )
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """(first, last) indices of each run of True."""
-    if not mask.any():
-        return []
-    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))
-    return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
-
-
 def _matches(gsets: list[set[str]], psets: list[set[str]], threshold: float) -> int:
     """One-to-one matches at word Jaccard >= threshold (greedy, best Jaccard first)."""
     pairs = sorted(
@@ -79,15 +71,18 @@ def threshold_counts(
     labels: Sequence[str],
     grid: Sequence[float] = THRESHOLD_GRID,
     jaccard_threshold: float = SCORING.jaccard_threshold,
+    starts: Sequence[np.ndarray] | None = None,
 ) -> np.ndarray:
-    """[labels, thresholds, documents, 3]: (matched, predicted, gold) of each label's spans at each threshold."""
+    """[labels, thresholds, documents, 3]: (matched, predicted, gold) of each label's spans at each threshold
+    (runs split where `starts` says a segment begins a clause, as `merge_segments` does)."""
     out = np.zeros((len(labels), len(grid), len(texts), 3), dtype=np.int64)
     for d, (text, gold, segs, p) in enumerate(zip(texts, golds, segments, probs)):
         cache: dict[tuple[int, int], set[str]] = {}
         for j, label in enumerate(labels):
             gsets = [word_set(text[g.start : g.end]) for g in gold if g.label == label]
+            begins = None if starts is None else starts[d][:, j] >= START_THRESHOLD
             for t_index, t in enumerate(grid):
-                runs = _runs(p[:, j] >= t) if len(segs) else []
+                runs = segment_runs(p[:, j] >= t, begins) if len(segs) else []
                 psets = [cache.setdefault(r, word_set(text[segs[r[0]][0] : segs[r[1]][1]])) for r in runs]
                 out[j, t_index, d] = (
                     _matches(gsets, psets, jaccard_threshold) if runs and gsets else 0,

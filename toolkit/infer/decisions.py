@@ -21,6 +21,8 @@ class SegmentScores:
 
     segments: list[list[tuple[int, int]]]
     probabilities: list[np.ndarray]
+    # segments.clause_starts: per document, [segments x labels] probability that a segment begins a clause
+    starts: list[np.ndarray] | None = None
 
 
 class SegmentDecisions:
@@ -47,7 +49,8 @@ class SegmentDecisions:
             if thresholds and isinstance(thresholds[0], (list, tuple))
             else [thresholds] * len(scores.segments)
         )
+        starts = scores.starts or [None] * len(scores.segments)
         return [
-            [PredictedSpan(a, b, label, score) for a, b, label, score in merge_segments(segs, p, self.labels, t)]
-            for segs, p, t in zip(scores.segments, scores.probabilities, per_doc)
+            [PredictedSpan(a, b, label, score) for a, b, label, score in merge_segments(segs, p, self.labels, t, s)]
+            for segs, p, t, s in zip(scores.segments, scores.probabilities, per_doc, starts)
         ]

@@ -14,13 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.errors import ToolkitError
 from toolkit.infer.decisions import SegmentDecisions, SegmentScores
-from toolkit.rundir import ModelMeta, Run, open_run
+from toolkit.rundir import META_FILE, ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.segment_decoding import probability_logit
 from toolkit.spans.segments import segment_text
 
 LINEAR_FILE = "linear.joblib"
+STARTS_FILE = "clause_starts.joblib"  # segments.clause_starts
 
 
 def segment_inputs(text: str, segments: Sequence[tuple[int, int]]) -> list[str]:
@@ -36,10 +38,12 @@ def segment_inputs(text: str, segments: Sequence[tuple[int, int]]) -> list[str]:
 
 
 class LinearSegmentClassifier(SegmentDecisions):
-    """TF-IDF + logistic regression per label over segments (scikit-learn)."""
+    """TF-IDF + logistic regression per label over segments (scikit-learn); with segments.clause_starts,
+    also a classifier per label of whether a clause segment begins a clause (`starts`)."""
 
-    def __init__(self, pipeline, meta: ModelMeta):
+    def __init__(self, pipeline, meta: ModelMeta, starts: list | None = None):
         self.pipeline = pipeline
+        self.starts = starts
         self.meta = meta
         self.init_decisions(meta)
         self.last_report: dict = {}
@@ -47,13 +51,31 @@ class LinearSegmentClassifier(SegmentDecisions):
     @classmethod
     def load(cls, run: Run | Path, device: str | None = None) -> LinearSegmentClassifier:
         run = run if isinstance(run, Run) else open_run(run)
-        return cls.load_pipeline(run.model_dir / LINEAR_FILE, run.meta)
+        return cls.load_files(run.model_dir, LINEAR_FILE, run.meta)
 
     @classmethod
-    def load_pipeline(cls, path: Path, meta: ModelMeta) -> LinearSegmentClassifier:
+    def load_files(cls, directory: Path, name: str, meta: ModelMeta) -> LinearSegmentClassifier:
+        """The model in `directory`/`name`, with the clause-start classifiers `meta.clause_starts` names."""
         import joblib
 
-        return cls(joblib.load(path), meta)
+        for file in (name, meta.clause_starts):
+            if file and not (Path(directory) / file).is_file():
+                raise ToolkitError(
+                    f"{Path(directory) / file}: missing; {Path(directory) / META_FILE} names it",
+                    fix="copy the whole model folder (or export it again with `toolkit export`)",
+                )
+        starts = joblib.load(Path(directory) / meta.clause_starts) if meta.clause_starts else None
+        return cls(joblib.load(Path(directory) / name), meta, starts)
+
+    def save_files(self, directory: Path, name: str) -> str | None:
+        """Write the model (and its clause-start classifiers); returns the starts file's name, if any."""
+        import joblib
+
+        joblib.dump(self.pipeline, Path(directory) / name)
+        if self.starts is None:
+            return None
+        joblib.dump(self.starts, Path(directory) / STARTS_FILE)
+        return STARTS_FILE
 
     def score(self, texts: Sequence[str], batch_size: int | None = None) -> SegmentScores:
         start = time.perf_counter()
@@ -69,12 +91,20 @@ class LinearSegmentClassifier(SegmentDecisions):
     def score_segments(self, segments: Sequence[list[tuple[int, int]]], inputs: Sequence[list[str]]) -> SegmentScores:
         """Scores of documents already cut into segments, given each segment's input text (`segment_inputs`)."""
         flat = [x for doc in inputs for x in doc]
-        probs = np.asarray(self.pipeline.predict_proba(flat)) if flat else np.zeros((0, len(self.labels)))
-        out, at = [], 0
-        for doc in inputs:
-            out.append(probs[at : at + len(doc)].reshape(len(doc), len(self.labels)))
-            at += len(doc)
-        return SegmentScores(list(segments), out)
+        n = len(self.labels)
+        if not inputs:
+            return SegmentScores([], [], None if self.starts is None else [])
+        probs = np.asarray(self.pipeline.predict_proba(flat)) if flat else np.zeros((0, n))
+        begins = None
+        if self.starts is not None:
+            features = self.pipeline[:-1].transform(flat) if flat else None
+            begins = np.zeros((len(flat), n))
+            for j, model in enumerate(self.starts):
+                begins[:, j] = model if isinstance(model, float) or not flat else model.predict_proba(features)[:, 1]
+        cuts = np.cumsum([len(doc) for doc in inputs])[:-1]
+        per_doc = [p.reshape(-1, n) for p in np.split(probs.reshape(-1, n), cuts)]
+        starts = None if begins is None else [b.reshape(-1, n) for b in np.split(begins, cuts)]
+        return SegmentScores(list(segments), per_doc, starts)
 
     def logits(self, texts: Sequence[str], segments: Sequence[list[tuple[int, int]]]) -> list[np.ndarray]:
         """Per document, [segments x labels] logits of its probabilities: what an encoder trained with

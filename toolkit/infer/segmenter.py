@@ -14,13 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.errors import ToolkitError
 from toolkit.infer.decisions import SegmentDecisions, SegmentScores
-from toolkit.infer.linear import LinearSegmentClassifier
+from toolkit.infer.linear import LinearSegmentClassifier, segment_inputs
 from toolkit.infer.tagger import Tagger
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
-from toolkit.spans.segment_decoding import segment_logits, sigmoid, token_segments
+from toolkit.spans.segment_decoding import probability_logit, segment_logits, sigmoid, token_segments
 from toolkit.spans.segments import segment_text
 from toolkit.spans.windows import Window
 
@@ -40,19 +39,14 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         run = run if isinstance(run, Run) else open_run(run)
         classifier = super().load(run, device)
         if run.meta.linear_prior:
-            path = run.model_dir / run.meta.linear_prior
-            if not path.is_file():
-                raise ToolkitError(
-                    f"{path}: missing; {run.model_dir / 'toolkit.json'} names it as the model's linear prior",
-                    fix="copy the whole model folder (or export it again with `toolkit export`)",
-                )
-            classifier.prior = LinearSegmentClassifier.load_pipeline(path, run.meta)
+            classifier.prior = LinearSegmentClassifier.load_files(run.model_dir, run.meta.linear_prior, run.meta)
         return classifier
 
-    def probabilities(
+    def segment_scores(
         self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
-    ) -> tuple[list, list[np.ndarray]]:
-        """(segments, [segments x labels] probabilities) per document."""
+    ) -> SegmentScores:
+        """Each document's segments and their [segments x labels] probabilities, from the windows' logits
+        (plus the linear prior's logits, and its clause starts, when the model has one)."""
         segments = [segment_text(t) for t in texts]
         by_doc: list[tuple[list, list]] = [([], []) for _ in texts]
         for w, window_logits in zip(windows, logits):
@@ -61,19 +55,22 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         logits_per_doc = [
             segment_logits(len(segs), len(self.labels), ids, lg) for segs, (ids, lg) in zip(segments, by_doc)
         ]
-        if self.prior is not None:
-            logits_per_doc = [a + b for a, b in zip(logits_per_doc, self.prior.logits(texts, segments))]
-        return segments, [sigmoid(x) for x in logits_per_doc]
+        if self.prior is None:
+            return SegmentScores(segments, [sigmoid(x) for x in logits_per_doc])
+        inputs = [segment_inputs(t, segs) for t, segs in zip(texts, segments)]
+        prior = self.prior.score_segments(segments, inputs)
+        combined = [sigmoid(a + probability_logit(b)) for a, b in zip(logits_per_doc, prior.probabilities)]
+        return SegmentScores(segments, combined, prior.starts)
 
     def decode(
         self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
     ) -> list[list[PredictedSpan]]:
-        return self.spans_at(SegmentScores(*self.probabilities(texts, windows, logits)))
+        return self.spans_at(self.segment_scores(texts, windows, logits))
 
     def score(self, texts: Sequence[str], batch_size: int = 16) -> SegmentScores:
         start = time.perf_counter()
         windows = self.windows(texts)
-        scores = SegmentScores(*self.probabilities(texts, windows, self.logits(windows, batch_size)))
+        scores = self.segment_scores(texts, windows, self.logits(windows, batch_size))
         self.last_report = {
             "seconds": time.perf_counter() - start,
             "windows": len(windows),

@@ -29,6 +29,15 @@ class SegmentClassificationRecipe(ExtractionRecipe):
         return self
 
     @model_validator(mode="after")
+    def _clause_starts_come_from_the_linear_prior(self) -> SegmentClassificationRecipe:
+        if self.segments.clause_starts and not self.segments.linear_prior:
+            raise ValueError(
+                "segments.clause_starts are learned by the linear model, which an encoder has only as its prior: set "
+                "segments.linear_prior=true as well"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _mining_needs_left_out_windows(self) -> SegmentClassificationRecipe:
         if self.segments.hard_negatives and self.windows.negative_ratio is None:
             raise ValueError(

@@ -18,6 +18,8 @@ import numpy as np
 from toolkit.spans.overlaps import SpanLike
 
 NO_SEGMENT = -100  # special tokens and tokens outside every segment (whitespace)
+# segments.clause_starts: a segment inside a run that begins a clause with this probability starts a new span.
+START_THRESHOLD = 0.5
 
 
 def segment_targets(
@@ -33,6 +35,42 @@ def segment_targets(
         for k, (a, b) in enumerate(segments):
             if a < s.end and s.start < b and (min(b, s.end) - max(a, s.start)) >= min_overlap * (b - a):
                 out[k][index[s.label]] = 1
+    return out
+
+
+def segment_starts(
+    segments: Sequence[tuple[int, int]], spans: Sequence[SpanLike], labels: Sequence[str], min_overlap: float
+) -> list[list[int]]:
+    """Per segment and label, 1 where the segment is the first that carries a gold span of the label (the B
+    of B/I/O over segments; `segment_targets` marks B and I alike)."""
+    index = {label: i for i, label in enumerate(labels)}
+    out = [[0] * len(labels) for _ in segments]
+    for s in spans:
+        if s.label not in index:
+            continue
+        for k, (a, b) in enumerate(segments):
+            if a < s.end and s.start < b and (min(b, s.end) - max(a, s.start)) >= min_overlap * (b - a):
+                out[k][index[s.label]] = 1
+                break
+    return out
+
+
+def segment_runs(inside: np.ndarray, starts: np.ndarray | None = None) -> list[tuple[int, int]]:
+    """(first, last) index of each run of consecutive True in `inside`. With `starts` (True where a segment
+    begins a clause), a run also splits before each of its segments but the first that begins one, so
+    adjacent clauses of one label stay apart."""
+    inside = np.asarray(inside, dtype=bool)
+    if not inside.any():
+        return []
+    padded = np.concatenate([[False], inside, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    runs = [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
+    if starts is None:
+        return runs
+    out = []
+    for a, b in runs:
+        cuts = [a] + [k for k in range(a + 1, b + 1) if starts[k]]
+        out += [(c, cuts[i + 1] - 1 if i + 1 < len(cuts) else b) for i, c in enumerate(cuts)]
     return out
 
 
@@ -90,18 +128,18 @@ def best_segment_probability(
 
 
 def merge_segments(
-    segments: Sequence[tuple[int, int]], probs: np.ndarray, labels: Sequence[str], thresholds: Sequence[float]
+    segments: Sequence[tuple[int, int]],
+    probs: np.ndarray,
+    labels: Sequence[str],
+    thresholds: Sequence[float],
+    starts: np.ndarray | None = None,
 ) -> list[tuple[int, int, str, float]]:
     """Consecutive segments at or above a label's threshold become one span of that label, scored by the
-    mean probability of its segments; spans sorted by (start, end, label)."""
+    mean probability of its segments; with `starts` ([segments x labels] probability that a segment begins
+    a clause), a run splits where it reaches START_THRESHOLD. Spans sorted by (start, end, label)."""
     out = []
     for j, label in enumerate(labels):
-        run: list[int] = []
-        for k in range(len(segments) + 1):
-            if k < len(segments) and probs[k, j] >= thresholds[j]:
-                run.append(k)
-                continue
-            if run:
-                out.append((segments[run[0]][0], segments[run[-1]][1], label, float(np.mean(probs[run, j]))))
-                run = []
+        begins = None if starts is None else starts[:, j] >= START_THRESHOLD
+        for a, b in segment_runs(probs[:, j] >= thresholds[j], begins):
+            out.append((segments[a][0], segments[b][1], label, float(np.mean(probs[a : b + 1, j]))))
     return sorted(out, key=lambda s: (s[0], s[1], s[2]))

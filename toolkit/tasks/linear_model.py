@@ -12,9 +12,10 @@ import numpy as np
 
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
+from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.linear import LinearSegmentClassifier, segment_inputs
 from toolkit.rundir import ModelMeta
-from toolkit.spans.segment_decoding import probability_logit, segment_targets
+from toolkit.spans.segment_decoding import probability_logit, segment_starts, segment_targets
 from toolkit.spans.segments import segment_text
 
 
@@ -33,11 +34,13 @@ def _pipeline(n_labels: int, seed: int):
 
 @dataclass(frozen=True)
 class SegmentedDocument:
-    """A training document cut into segments once: their spans, model inputs and per-label targets."""
+    """A training document cut into segments once: their spans, model inputs, per-label targets, and which
+    segments begin a clause (`segment_starts`)."""
 
     segments: list[tuple[int, int]]
     inputs: list[str]
     targets: list[list[int]]
+    starts: list[list[int]]
 
 
 def segment_documents(records: list[SpanRecord], labels: list[str], min_overlap: float) -> list[SegmentedDocument]:
@@ -46,7 +49,10 @@ def segment_documents(records: list[SpanRecord], labels: list[str], min_overlap:
         segments = segment_text(r.text)
         out.append(
             SegmentedDocument(
-                segments, segment_inputs(r.text, segments), segment_targets(segments, r.spans, labels, min_overlap)
+                segments,
+                segment_inputs(r.text, segments),
+                segment_targets(segments, r.spans, labels, min_overlap),
+                segment_starts(segments, r.spans, labels, min_overlap),
             )
         )
     return out
@@ -68,23 +74,56 @@ def fit_pipeline(inputs: list[str], y: np.ndarray, seed: int):
         return _pipeline(y.shape[1], seed).fit(inputs, y)
 
 
+def fit_starts(pipeline, inputs: list[str], y: np.ndarray, starts: np.ndarray, seed: int) -> list:
+    """segments.clause_starts: per label, a logistic regression on the pipeline's TF-IDF features of the
+    label's clause segments, telling the first segment of a clause from the ones that continue it; a
+    constant (1.0 or 0.0) where the training clauses never or always span several segments. Unweighted:
+    a run splits only where a new clause is likelier than a continuation."""
+    from sklearn.linear_model import LogisticRegression
+
+    features = pipeline[:-1].transform(inputs)
+    out: list = []
+    for j in range(y.shape[1]):
+        rows = np.flatnonzero(y[:, j])
+        begins = starts[rows, j]
+        if len(set(begins.tolist())) < 2:
+            out.append(float(begins[0]) if len(rows) else 0.0)
+            continue
+        out.append(LogisticRegression(max_iter=2000, random_state=seed).fit(features[rows], begins))
+    return out
+
+
+def fit_classifier(
+    documents: list[SegmentedDocument], meta: ModelMeta, seed: int, clause_starts: bool = False
+) -> LinearSegmentClassifier:
+    """The linear segment model fitted on `documents` (with its clause-start classifiers when asked)."""
+    inputs, y = stacked(documents, len(meta.labels))
+    pipeline = fit_pipeline(inputs, y, seed)
+    starts = None
+    if clause_starts:
+        begins = np.asarray([t for d in documents for t in d.starts], dtype=np.int64).reshape(y.shape)
+        starts = fit_starts(pipeline, inputs, y, begins, seed)
+    return LinearSegmentClassifier(pipeline, meta, starts)
+
+
 def out_of_fold_scores(
-    documents: list[SegmentedDocument], meta: ModelMeta, folds: int, seed: int
-) -> tuple[list[np.ndarray], int]:
-    """Each training document's [segments x labels] probabilities from a linear model fitted on the other
-    folds (documents in `folds` random folds), in the documents' order; and the number of folds used."""
+    documents: list[SegmentedDocument], meta: ModelMeta, folds: int, seed: int, clause_starts: bool = False
+) -> tuple[SegmentScores, int]:
+    """Each training document's scores from a linear model fitted on the other folds (documents in `folds`
+    random folds), in the documents' order; and the number of folds used."""
     k = min(folds, len(documents))
     order = np.random.default_rng(seed).permutation(len(documents))
-    out: list[np.ndarray | None] = [None] * len(documents)
+    probabilities: list = [None] * len(documents)
+    starts: list = [None] * len(documents)
     for fold in range(k):
         held = sorted(order[fold::k].tolist())
         kept = sorted(set(range(len(documents))) - set(held))
-        inputs, y = stacked([documents[i] for i in kept], len(meta.labels))
-        scorer = LinearSegmentClassifier(fit_pipeline(inputs, y, seed), meta)
+        scorer = fit_classifier([documents[i] for i in kept], meta, seed, clause_starts)
         scores = scorer.score_segments([documents[i].segments for i in held], [documents[i].inputs for i in held])
-        for i, probabilities in zip(held, scores.probabilities):
-            out[i] = probabilities
-    return out, k  # type: ignore[return-value]
+        for n, i in enumerate(held):
+            probabilities[i] = scores.probabilities[n]
+            starts[i] = scores.starts[n] if scores.starts else None
+    return SegmentScores([d.segments for d in documents], probabilities, starts if clause_starts else None), k
 
 
 @dataclass
@@ -92,26 +131,31 @@ class LinearPrior:
     """segments.linear_prior: the linear model fitted on every training document (it scores dev and new
     text) and the training documents' out-of-fold logits (what the encoder trains against)."""
 
-    pipeline: object
+    classifier: LinearSegmentClassifier
     train_logits: list[np.ndarray]
     folds: int
     seconds: float
 
 
 def fit_linear_prior(
-    records: list[SpanRecord], labels: list[str], min_overlap: float, folds: int, seed: int, task: str
+    records: list[SpanRecord],
+    labels: list[str],
+    min_overlap: float,
+    folds: int,
+    seed: int,
+    task: str,
+    clause_starts: bool = False,
 ) -> LinearPrior:
     """The linear baseline as the encoder's prior: fitted on all of `records`, and out of fold on each."""
     started = time.perf_counter()
     documents = segment_documents(records, labels, min_overlap)
-    inputs, y = stacked(documents, len(labels))
-    if not inputs:
+    if not any(d.inputs for d in documents):
         raise ToolkitError("segments.linear_prior: the training documents hold no text", fix="check data.train")
     meta = ModelMeta(task=task, labels=labels, multi_label=True)
-    probabilities, k = out_of_fold_scores(documents, meta, folds, seed)
+    scores, k = out_of_fold_scores(documents, meta, folds, seed)
     return LinearPrior(
-        fit_pipeline(inputs, y, seed),
-        [probability_logit(p) for p in probabilities],
+        fit_classifier(documents, meta, seed, clause_starts),
+        [probability_logit(p) for p in scores.probabilities],
         k,
         time.perf_counter() - started,
     )

@@ -27,8 +27,7 @@ from pathlib import Path
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.evaluate.metrics import score
-from toolkit.infer.decisions import SegmentScores
-from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier
+from toolkit.infer.linear import LINEAR_FILE, STARTS_FILE, LinearSegmentClassifier
 from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import ModelMeta, save_model_dir
@@ -238,11 +237,15 @@ class SegmentClassification(Flow):
         prior, prior_plan = None, {}
         if s.linear_prior:
             fitted = fit_linear_prior(
-                filter_labels(train_records, labels), labels, s.min_overlap, s.folds, recipe.seed, recipe.task
+                filter_labels(train_records, labels),
+                labels,
+                s.min_overlap,
+                s.folds,
+                recipe.seed,
+                recipe.task,
+                s.clause_starts,
             )
-            prior = LinearSegmentClassifier(
-                fitted.pipeline, ModelMeta(task=recipe.task, labels=labels, multi_label=True)
-            )
+            prior = fitted.classifier
             dev_texts = [r.text for r in dev_records]
             train = train.with_priors(fitted.train_logits)
             left_out = left_out.with_priors(fitted.train_logits)
@@ -320,8 +323,8 @@ class SegmentClassification(Flow):
             shows how soon the model ranks clauses, whatever its calibration."""
             logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
             windows = p.dev.windows
-            scores = SegmentScores(
-                *scorer.probabilities(texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)])
+            scores = scorer.segment_scores(
+                texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)]
             )
             summary = score(texts, golds, scorer.spans_at(scores), jaccard_threshold=jaccard, bootstrap=0)["summary"]
             return {
@@ -364,6 +367,7 @@ class SegmentClassification(Flow):
             stride=recipe.model.stride,
             min_overlap=recipe.segments.min_overlap,
             linear_prior=LINEAR_FILE if p.prior is not None else None,
+            clause_starts=STARTS_FILE if p.prior is not None and p.prior.starts is not None else None,
         )
 
     def predictor(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model) -> SegmentClassifier:
@@ -386,9 +390,7 @@ class SegmentClassification(Flow):
         """A model directory loadable by `SegmentClassifier.load` and exportable; thresholds are added by `evaluate`."""
         save_model_dir(model, p.tokenizer, directory, self._meta(recipe, p))
         if p.prior is not None:
-            import joblib
-
-            joblib.dump(p.prior.pipeline, directory / LINEAR_FILE)
+            p.prior.save_files(directory, LINEAR_FILE)
 
     def evaluate(
         self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trained: Trained

@@ -23,7 +23,7 @@ from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, RunResult
-from toolkit.tasks.linear_model import SegmentedDocument, fit_pipeline, out_of_fold_scores, segment_documents, stacked
+from toolkit.tasks.linear_model import SegmentedDocument, fit_classifier, out_of_fold_scores, segment_documents, stacked
 from toolkit.tasks.segment_scoring import dev_tuning_note, score_segment_model
 
 LINEAR = "linear"
@@ -47,14 +47,16 @@ def out_of_fold_thresholds(
     Dev then only reports, and the choice rests on every training document rather than a few dev ones.
     `documents` are `records` already segmented (once, for the full fit and every fold)."""
     meta = ModelMeta(task=recipe.task, classifier=recipe.model.kind, labels=labels, multi_label=True)
-    probabilities, k = out_of_fold_scores(documents, meta, recipe.segments.folds, recipe.seed)
+    s = recipe.segments
+    scores, k = out_of_fold_scores(documents, meta, s.folds, recipe.seed, s.clause_starts)
     counts = threshold_counts(
         [r.text for r in records],
         [r.spans for r in records],
-        [d.segments for d in documents],
-        probabilities,
+        scores.segments,
+        scores.probabilities,
         labels,
         jaccard_threshold=recipe.eval.jaccard_threshold,
+        starts=scores.starts,
     )
     how = f"chosen on out-of-fold scores of the {len(records)} training documents ({k} folds)"
     return choose_from_counts(counts), how
@@ -75,8 +77,6 @@ def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
 
 def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunResult:
     """Fit, save and score the linear baseline; the same run directory as every other run."""
-    import joblib
-
     train_records, dev_records = load_splits(recipe)
     labels = labels_to_learn(recipe, train_records)
     train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
@@ -96,7 +96,9 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
         "labels_without_positive_segments": absent,
     }
     start_run_dir(recipe, run_dir, plan)
-    pipeline = fit_pipeline(inputs, y, recipe.seed)
+    space = LabelSpace(tuple(labels), multi_label=True).to_meta()
+    meta = ModelMeta(task=recipe.task, classifier=recipe.model.kind, **space, min_overlap=recipe.segments.min_overlap)
+    fitted = fit_classifier(documents, meta, recipe.seed, recipe.segments.clause_starts)
     fit_seconds = time.perf_counter() - started
     chosen = None
     if recipe.segments.thresholds == "out_of_fold":
@@ -104,12 +106,8 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
     threshold_seconds = time.perf_counter() - started - fit_seconds
     model_dir = run_dir / MODEL_DIR
     model_dir.mkdir(parents=True, exist_ok=True)
-    joblib.dump(pipeline, model_dir / LINEAR_FILE)
-    space = LabelSpace(tuple(labels), multi_label=True).to_meta()
-    write_meta(
-        model_dir,
-        ModelMeta(task=recipe.task, classifier=recipe.model.kind, **space, min_overlap=recipe.segments.min_overlap),
-    )
+    starts_file = fitted.save_files(model_dir, LINEAR_FILE)
+    write_meta(model_dir, meta.model_copy(update={"clause_starts": starts_file}))
     classifier = LinearSegmentClassifier.load(run_dir)
     metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels, chosen=chosen)
     run = {

@@ -33,7 +33,13 @@ def sweep_and_cross_fit(
     """The documents' threshold counts (the sweep the ranking metrics and threshold choice read) and their
     spans at thresholds cross-fitted over two halves of them."""
     counts = threshold_counts(
-        texts, golds, scores.segments, scores.probabilities, labels, jaccard_threshold=jaccard_threshold
+        texts,
+        golds,
+        scores.segments,
+        scores.probabilities,
+        labels,
+        jaccard_threshold=jaccard_threshold,
+        starts=scores.starts,
     )
     return counts, classifier.spans_at(scores, cross_fitted_from_counts(counts, SCORING.decision_threshold))
 
