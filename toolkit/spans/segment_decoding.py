@@ -22,6 +22,15 @@ NO_SEGMENT = -100  # special tokens and tokens outside every segment (whitespace
 START_THRESHOLD = 0.5
 
 
+def carrying_segments(segments: Sequence[tuple[int, int]], span: SpanLike, min_overlap: float) -> list[int]:
+    """Indices of the segments that carry `span`: at least `min_overlap` of their characters lie inside it."""
+    return [
+        k
+        for k, (a, b) in enumerate(segments)
+        if a < span.end and span.start < b and (min(b, span.end) - max(a, span.start)) >= min_overlap * (b - a)
+    ]
+
+
 def segment_targets(
     segments: Sequence[tuple[int, int]], spans: Sequence[SpanLike], labels: Sequence[str], min_overlap: float
 ) -> list[list[int]]:
@@ -30,11 +39,8 @@ def segment_targets(
     index = {label: i for i, label in enumerate(labels)}
     out = [[0] * len(labels) for _ in segments]
     for s in spans:
-        if s.label not in index:
-            continue
-        for k, (a, b) in enumerate(segments):
-            if a < s.end and s.start < b and (min(b, s.end) - max(a, s.start)) >= min_overlap * (b - a):
-                out[k][index[s.label]] = 1
+        for k in carrying_segments(segments, s, min_overlap) if s.label in index else []:
+            out[k][index[s.label]] = 1
     return out
 
 
@@ -46,12 +52,9 @@ def segment_starts(
     index = {label: i for i, label in enumerate(labels)}
     out = [[0] * len(labels) for _ in segments]
     for s in spans:
-        if s.label not in index:
-            continue
-        for k, (a, b) in enumerate(segments):
-            if a < s.end and s.start < b and (min(b, s.end) - max(a, s.start)) >= min_overlap * (b - a):
-                out[k][index[s.label]] = 1
-                break
+        carried = carrying_segments(segments, s, min_overlap) if s.label in index else []
+        if carried:
+            out[carried[0]][index[s.label]] = 1
     return out
 
 
