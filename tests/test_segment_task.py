@@ -384,6 +384,7 @@ def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_i
         return [[(s.start, s.end, s.label) for s in doc] for doc in spans]
 
     assert extents(exported.predict(texts)) == extents(predictor.predict(texts))
+    assert exported.predict(["   "]) == [[]]  # text without segments: no spans, no error
     (tmp_path / "art" / "linear.joblib").unlink()
     with pytest.raises(ToolkitError, match="linear.joblib: missing"):
         load_predictor(tmp_path / "art")
@@ -440,6 +441,7 @@ def test_the_linear_baseline_learns_clause_starts_saves_them_and_needs_them_to_l
     scores = predictor.score(texts)
     assert scores.starts is not None and all(s.shape == p.shape for s, p in zip(scores.starts, scores.probabilities))
     assert all(((0 <= s) & (s <= 1)).all() for s in scores.starts)
+    assert predictor.predict(["", "   "]) == [[], []]  # text without segments: no spans, no error
     (run.model_dir / "clause_starts.joblib").unlink()
     with pytest.raises(ToolkitError, match="clause_starts.joblib: missing"):
         load_predictor(result.run_dir)

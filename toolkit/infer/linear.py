@@ -100,7 +100,10 @@ class LinearSegmentClassifier(SegmentDecisions):
             features = self.pipeline[:-1].transform(flat) if flat else None
             begins = np.zeros((len(flat), n))
             for j, model in enumerate(self.starts):
-                begins[:, j] = model if isinstance(model, float) or not flat else model.predict_proba(features)[:, 1]
+                if isinstance(model, float):  # a constant: the training clauses never or always began here
+                    begins[:, j] = model
+                elif flat:
+                    begins[:, j] = model.predict_proba(features)[:, 1]
         cuts = np.cumsum([len(doc) for doc in inputs])[:-1]
         per_doc = [p.reshape(-1, n) for p in np.split(probs.reshape(-1, n), cuts)]
         starts = None if begins is None else [b.reshape(-1, n) for b in np.split(begins, cuts)]
