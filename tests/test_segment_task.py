@@ -131,7 +131,7 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
 
     counts = Counter(s.label for r in load_records("sample:contracts_train", 24) for s in r.spans)
     few = {label: counts[label] for label in meta.labels if counts[label] < 20}
-    assert few and result.run["dev_too_small_to_tune"].startswith(f"fewer than 20 dev clauses for {few}:")
+    assert few and result.run["too_few_to_tune"].startswith(f"fewer than 20 dev clauses for {few}:")
     predictor = load_predictor(result.run_dir)
     assert type(predictor).__name__ == "LinearSegmentClassifier" and predictor.thresholds == meta.thresholds
     metrics, _ = evaluate_run(result.run_dir, "sample:contracts_dev", tmp_path / "eval", bootstrap=0)
@@ -156,7 +156,7 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
     )
     result = run_recipe(recipe, tmp_path / "oof")
     assert result.run["dev_thresholds"] == "chosen on out-of-fold scores of the 48 training documents (4 folds)"
-    assert "dev_too_small_to_tune" not in result.run  # nothing was chosen on dev
+    assert "too_few_to_tune" not in result.run  # nothing was chosen on dev
     train, _ = load_splits(recipe)
     labels = open_run(result.run_dir).labels
     train = filter_labels(train, labels)
@@ -167,8 +167,75 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
     metrics, _ = evaluate_run(result.run_dir, recipe.data.dev, tmp_path / "eval", bootstrap=0)
     assert metrics["summary"] == result.metrics["summary"]
     # An encoder is not refitted per fold.
-    with pytest.raises(ConfigError, match="use tuned or fixed here"):
+    with pytest.raises(ConfigError, match="tuned or fixed here"):
         load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.thresholds=out_of_fold"])
+
+
+def test_hold_out_draws_a_share_of_the_training_documents_by_seed():
+    from toolkit.errors import ToolkitError
+    from toolkit.tasks.segment_classification import hold_out
+
+    kept, held = hold_out(20, 0.1, seed=13)
+    assert len(held) == 2 and sorted(kept + held) == list(range(20)) and not set(kept) & set(held)
+    assert hold_out(20, 0.1, seed=13) == (kept, held) and hold_out(20, 0.1, seed=14) != (kept, held)
+    assert [len(h) for _, h in (hold_out(3, 0.05, 0), hold_out(2, 0.5, 0))] == [1, 1]  # one each at least
+    with pytest.raises(ToolkitError, match="needs at least 2 training documents"):
+        hold_out(1, 0.1, 0)
+
+
+def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_not_train_on(tiny_bert, tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.data.records import filter_labels, load_splits
+    from toolkit.errors import ConfigError
+    from toolkit.evaluate.thresholds import choose_from_counts, threshold_counts
+    from toolkit.infer import load_predictor
+    from toolkit.registry.linear_segments import linear_baseline_of
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.linear_model import fit_linear_prior
+    from toolkit.tasks.segment_classification import hold_out
+
+    overrides = [
+        f"model.name={tiny_bert}",
+        f"output_dir={tmp_path}",
+        "data.max_train_docs=12",
+        "data.max_dev_docs=4",
+        "train.epochs=1",
+        "train.learning_rate=1e-3",
+        "eval.bootstrap=0",
+        "segments.linear_prior=true",
+        "segments.clause_starts=true",
+        "segments.folds=3",
+        "segments.thresholds=held_out",
+        "segments.held_out_share=0.25",
+    ]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    result = run_recipe(recipe, tmp_path / "held")
+    plan = json.loads((result.run_dir / "data_report.json").read_text())
+    assert plan["threshold_documents"] == 3 and plan["train"]["documents"] == 9  # the encoder trained on 9
+    assert result.run["dev_thresholds"] == "chosen on 3 training documents held out of training"
+    # 3 documents hold fewer than 20 clauses of any label: the run says so, and how to fix it.
+    assert "held-out training clauses" in result.run["too_few_to_tune"]
+
+    # The saved thresholds are the best Jaccard F1 on the held-out documents, scored by the saved encoder with
+    # the linear prior of the folds that left each document out (not the full fit, which saw them).
+    train, _ = load_splits(recipe)
+    run = open_run(result.run_dir)
+    train = filter_labels(train, run.labels)
+    _, held = hold_out(len(train), 0.25, recipe.seed)
+    fitted = fit_linear_prior(train, run.labels, 0.5, 3, recipe.seed, recipe.task, clause_starts=True)
+    records = [train[i] for i in held]
+    texts = [r.text for r in records]
+    scores = load_predictor(result.run_dir).score(texts, prior=fitted.train_scores.subset(held))
+    assert scores.starts is not None
+    counts = threshold_counts(
+        texts, [r.spans for r in records], scores.segments, scores.probabilities, run.labels, starts=scores.starts
+    )
+    assert run.meta.thresholds == choose_from_counts(counts) == list(result.metrics["thresholds"].values())
+
+    # The linear baseline of such a recipe chooses on training documents too: all of them, out of fold.
+    assert linear_baseline_of(recipe).segments.thresholds == "out_of_fold"
+    with pytest.raises(ConfigError, match="use out_of_fold"):
+        load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.thresholds=held_out"], linear_baseline=True)
 
 
 def test_linear_is_a_segment_model_only():

@@ -190,8 +190,8 @@ def run(
     if dry_run:
         plan = plan_recipe(cfg)
         print(json.dumps(plan, indent=2))
-        if "dev_too_small_to_tune" in plan:
-            err_console.print(f"warning: {plan['dev_too_small_to_tune']}", soft_wrap=True, markup=False)
+        if "too_few_to_tune" in plan:
+            err_console.print(f"warning: {plan['too_few_to_tune']}", soft_wrap=True, markup=False)
         return
     run_dir = run_dir_for(cfg)
     prepare_run_dir(run_dir, overwrite)
@@ -211,8 +211,8 @@ def run(
     figures += [f"{run_info['train_tokens_per_second']} tokens/s"] if "train_tokens_per_second" in run_info else []
     figures += [f"peak RSS {run_info['peak_rss_mib']} MiB"] if "peak_rss_mib" in run_info else []
     console.print(", ".join(figures))
-    if "dev_too_small_to_tune" in run_info:
-        err_console.print(f"warning: {run_info['dev_too_small_to_tune']}", soft_wrap=True, markup=False)
+    if "too_few_to_tune" in run_info:
+        err_console.print(f"warning: {run_info['too_few_to_tune']}", soft_wrap=True, markup=False)
 
 
 recipes_app = typer.Typer(

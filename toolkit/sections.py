@@ -326,15 +326,23 @@ class SegmentDecisionConfig(Strict):
         le=1,
         description="A segment is positive for a label when this share of its characters lies in a span of it.",
     )
-    thresholds: Literal["tuned", "out_of_fold", "fixed"] = Field(
+    thresholds: Literal["tuned", "out_of_fold", "held_out", "fixed"] = Field(
         default="tuned",
         description=(
             "Per-label thresholds saved with the model. tuned: chosen on dev (dev figures cross-fitted over its two "
             "halves); out_of_fold: chosen on the training documents' out-of-fold scores (segments.folds folds; the "
-            f"linear baseline), so dev only reports; fixed: {SCORING.decision_threshold} for every label."
+            "linear baseline); held_out: chosen on a share of the training documents (segments.held_out_share) the "
+            "encoder does not train on; with either, dev only reports. fixed: "
+            f"{SCORING.decision_threshold} for every label."
         ),
     )
     folds: int = Field(default=5, ge=2, description="out_of_fold and linear_prior: folds of the training documents.")
+    held_out_share: float = Field(
+        default=0.1,
+        gt=0,
+        le=0.5,
+        description="thresholds=held_out: the share of training documents kept out of training to choose them on.",
+    )
     clause_starts: bool = Field(
         default=False,
         description=(

@@ -24,6 +24,14 @@ class SegmentScores:
     # segments.clause_starts: per document, [segments x labels] probability that a segment begins a clause
     starts: list[np.ndarray] | None = None
 
+    def subset(self, documents: Sequence[int]) -> SegmentScores:
+        """These scores for the given documents only, in that order."""
+        return SegmentScores(
+            [self.segments[i] for i in documents],
+            [self.probabilities[i] for i in documents],
+            None if self.starts is None else [self.starts[i] for i in documents],
+        )
+
 
 class SegmentDecisions:
     """Per-label thresholds over segment probabilities, shared by every segment model (the encoder and

@@ -43,10 +43,15 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         return classifier
 
     def segment_scores(
-        self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
+        self,
+        texts: Sequence[str],
+        windows: Sequence[Window],
+        logits: Sequence[np.ndarray],
+        prior: SegmentScores | None = None,
     ) -> SegmentScores:
         """Each document's segments and their [segments x labels] probabilities, from the windows' logits
-        (plus the linear prior's logits, and its clause starts, when the model has one)."""
+        (plus the linear prior's logits, and its clause starts, when the model has one). `prior` gives the
+        prior's scores of these texts instead: training documents' out-of-fold ones (thresholds=held_out)."""
         segments = [segment_text(t) for t in texts]
         by_doc: list[tuple[list, list]] = [([], []) for _ in texts]
         for w, window_logits in zip(windows, logits):
@@ -57,8 +62,8 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         ]
         if self.prior is None:
             return SegmentScores(segments, [sigmoid(x) for x in logits_per_doc])
-        inputs = [segment_inputs(t, segs) for t, segs in zip(texts, segments)]
-        prior = self.prior.score_segments(segments, inputs)
+        if prior is None:
+            prior = self.prior.score_segments(segments, [segment_inputs(t, segs) for t, segs in zip(texts, segments)])
         combined = [sigmoid(a + probability_logit(b)) for a, b in zip(logits_per_doc, prior.probabilities)]
         return SegmentScores(segments, combined, prior.starts)
 
@@ -67,10 +72,10 @@ class SegmentClassifier(SegmentDecisions, Tagger):
     ) -> list[list[PredictedSpan]]:
         return self.spans_at(self.segment_scores(texts, windows, logits))
 
-    def score(self, texts: Sequence[str], batch_size: int = 16) -> SegmentScores:
+    def score(self, texts: Sequence[str], batch_size: int = 16, prior: SegmentScores | None = None) -> SegmentScores:
         start = time.perf_counter()
         windows = self.windows(texts)
-        scores = self.segment_scores(texts, windows, self.logits(windows, batch_size))
+        scores = self.segment_scores(texts, windows, self.logits(windows, batch_size), prior)
         self.last_report = {
             "seconds": time.perf_counter() - start,
             "windows": len(windows),

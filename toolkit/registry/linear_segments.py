@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from toolkit.errors import ConfigError
 from toolkit.registry.extraction import ExtractionRecipe
@@ -18,10 +18,20 @@ class LinearSegmentsRecipe(ExtractionRecipe):
     model: LinearModelConfig
     segments: SegmentDecisionConfig = Field(default_factory=SegmentDecisionConfig)
 
+    @model_validator(mode="after")
+    def _held_out_is_the_encoders(self) -> LinearSegmentsRecipe:
+        if self.segments.thresholds == "held_out":
+            raise ValueError(
+                "segments.thresholds=held_out keeps training documents from an encoder; the linear baseline refits "
+                "in seconds, so it chooses on every training document out of fold: use out_of_fold"
+            )
+        return self
+
 
 def linear_baseline_data(data: dict) -> dict:
     """A segment recipe's mapping as its bag-of-words baseline's: the same data, segment decisions and
-    scoring, no encoder sections, and a name with a `_linear` suffix so the encoder's run is kept."""
+    scoring, no encoder sections, and a name with a `_linear` suffix so the encoder's run is kept. An encoder's
+    thresholds=held_out becomes out_of_fold: thresholds chosen on training documents, dev only reporting."""
     if data.get("task") != TASK.name:
         raise ConfigError(
             "--linear-baseline fits the segment task's bag-of-words baseline; "
@@ -30,6 +40,9 @@ def linear_baseline_data(data: dict) -> dict:
         )
     kept = {k: v for k, v in data.items() if k in ("task", "name", "seed", "output_dir", "data", "eval")}
     segments = {k: v for k, v in (data.get("segments") or {}).items() if k in SegmentDecisionConfig.model_fields}
+    if segments.get("thresholds") == "held_out":
+        # The baseline's way to choose on training documents, not dev: all of them, out of fold.
+        segments["thresholds"] = "out_of_fold"
     name = str(kept.get("name", ""))
     return {
         **kept,

@@ -24,7 +24,8 @@ class SegmentClassificationRecipe(ExtractionRecipe):
         if self.segments.thresholds == "out_of_fold":
             raise ValueError(
                 "segments.thresholds=out_of_fold refits the model per fold, which the linear baseline does in seconds "
-                "and an encoder does not: use tuned or fixed here"
+                "and an encoder does not: use held_out (a share of the training documents kept out of training), "
+                "tuned or fixed here"
             )
         return self
 

@@ -132,9 +132,13 @@ class LinearPrior:
     text) and the training documents' out-of-fold logits (what the encoder trains against)."""
 
     classifier: LinearSegmentClassifier
-    train_logits: list[np.ndarray]
+    train_scores: SegmentScores  # out of fold, with clause starts when the prior has them
     folds: int
     seconds: float
+
+    @property
+    def train_logits(self) -> list[np.ndarray]:
+        return [probability_logit(p) for p in self.train_scores.probabilities]
 
 
 def fit_linear_prior(
@@ -152,10 +156,5 @@ def fit_linear_prior(
     if not any(d.inputs for d in documents):
         raise ToolkitError("segments.linear_prior: the training documents hold no text", fix="check data.train")
     meta = ModelMeta(task=task, labels=labels, multi_label=True)
-    scores, k = out_of_fold_scores(documents, meta, folds, seed)
-    return LinearPrior(
-        fit_classifier(documents, meta, seed, clause_starts),
-        [probability_logit(p) for p in scores.probabilities],
-        k,
-        time.perf_counter() - started,
-    )
+    scores, k = out_of_fold_scores(documents, meta, folds, seed, clause_starts)
+    return LinearPrior(fit_classifier(documents, meta, seed, clause_starts), scores, k, time.perf_counter() - started)

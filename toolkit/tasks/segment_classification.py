@@ -11,6 +11,9 @@ of dev, so the figures are not scored on the documents that chose them. Each eva
 also reports macro AUPR and Jaccard at cross-fitted thresholds (the learning curve a threshold at 0.5
 would hide), and the best checkpoint is the one with the best cross-fitted Jaccard F1.
 
+With `segments.thresholds: held_out`, a share of the training documents is kept out of training and the
+thresholds are chosen on them instead (`held_out_thresholds`), so dev only reports.
+
 With `segments.hard_negatives`, training has a second stage: the trained model scores clause-free
 training windows that `windows.negative_ratio` left out, the ones where it fires join the training set,
 and training continues on them (`train`).
@@ -26,7 +29,10 @@ from pathlib import Path
 
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
+from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
+from toolkit.evaluate.thresholds import choose_from_counts
+from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.linear import LINEAR_FILE, STARTS_FILE, LinearSegmentClassifier
 from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
@@ -46,9 +52,10 @@ from toolkit.tasks.linear_model import fit_linear_prior
 from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import (
     cross_fitted_summary,
-    dev_tuning_note,
     score_segment_model,
     sweep_and_cross_fit,
+    sweep_counts,
+    tuning_note,
 )
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
 
@@ -189,6 +196,32 @@ def mine_hard_negatives(
     return pool.subset(chosen), info
 
 
+def hold_out(n: int, share: float, seed: int) -> tuple[list[int], list[int]]:
+    """Indices of `n` training documents: the ones to train on and the `share` held out (at least one each),
+    drawn by `seed`, each list in document order."""
+    if n < 2:
+        raise ToolkitError(
+            f"segments.thresholds=held_out needs at least 2 training documents; data.train has {n}",
+            fix="add training documents, or use segments.thresholds=tuned",
+        )
+    count = min(n - 1, max(1, round(n * share)))
+    held = sorted(random.Random(seed).sample(range(n), count))
+    chosen = set(held)
+    return [i for i in range(n) if i not in chosen], held
+
+
+def held_out_thresholds(
+    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: SegmentPrepared
+) -> tuple[list[float], str]:
+    """thresholds=held_out: per-label thresholds with the best Jaccard F1 on the training documents the
+    encoder did not train on (with the linear prior's out-of-fold scores of them), so dev only reports."""
+    records = p.threshold_records
+    texts = [r.text for r in records]
+    scores = classifier.score(texts, recipe.train.eval_batch_size, p.threshold_priors)
+    counts = sweep_counts(scores, texts, [r.spans for r in records], p.labels, recipe.eval.jaccard_threshold)
+    return choose_from_counts(counts), f"chosen on {len(records)} training documents held out of training"
+
+
 def _dataset(features: SegmentWindows):
     from datasets import Dataset
 
@@ -213,6 +246,9 @@ class SegmentPrepared(Prepared):
     dev_report: FeatureReport
     left_out: SegmentWindows  # clause-free training windows negative_ratio left out: the hard-negative pool
     prior: LinearSegmentClassifier | None = None  # segments.linear_prior: the linear model fitted on train
+    # thresholds=held_out: the training documents kept out of training, and the prior's out-of-fold scores of them
+    threshold_records: list[SpanRecord] = dataclasses.field(default_factory=list)
+    threshold_priors: SegmentScores | None = None
 
 
 class SegmentClassification(Flow):
@@ -222,6 +258,11 @@ class SegmentClassification(Flow):
         labels = labels_to_learn(recipe, train_records)
         dev_records = filter_labels(dev_records, labels)
         m, s = recipe.model, recipe.segments
+        # thresholds=held_out: these training documents are kept out of training; thresholds are chosen on them.
+        n = len(train_records)
+        kept, held = hold_out(n, s.held_out_share, recipe.seed) if s.thresholds == "held_out" else (list(range(n)), [])
+        threshold_records = filter_labels([train_records[i] for i in held], labels)
+        all_train_records, train_records = train_records, [train_records[i] for i in kept]
         model, tokenizer = build_segment_model(m, labels)
         train, train_report, left_out = segment_features(
             tokenizer,
@@ -234,10 +275,12 @@ class SegmentClassification(Flow):
             recipe.seed,
         )
         dev, dev_report, _ = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
-        prior, prior_plan = None, {}
+        prior, prior_plan, threshold_priors = None, {}, None
         if s.linear_prior:
+            # Fitted on every training document, held-out ones included: each document's training logits, and
+            # a held-out document's scores for choosing thresholds, come from folds that did not see it.
             fitted = fit_linear_prior(
-                filter_labels(train_records, labels),
+                filter_labels(all_train_records, labels),
                 labels,
                 s.min_overlap,
                 s.folds,
@@ -247,8 +290,10 @@ class SegmentClassification(Flow):
             )
             prior = fitted.classifier
             dev_texts = [r.text for r in dev_records]
-            train = train.with_priors(fitted.train_logits)
-            left_out = left_out.with_priors(fitted.train_logits)
+            logits = fitted.train_logits
+            train = train.with_priors([logits[i] for i in kept])
+            left_out = left_out.with_priors([logits[i] for i in kept])
+            threshold_priors = fitted.train_scores.subset(held)
             dev = dev.with_priors(prior.logits(dev_texts, [segment_text(t) for t in dev_texts]))
             prior_plan = {"linear_prior": {"folds": fitted.folds, "seconds": round(fitted.seconds, 1)}}
         plan = {
@@ -256,9 +301,10 @@ class SegmentClassification(Flow):
             "train": train_report.to_dict(),
             "dev": dev_report.to_dict(),
             "steps_per_epoch": steps_per_epoch(len(train.windows), recipe),
+            **({"threshold_documents": len(held)} if held else {}),
             **parameter_counts(model),
             **prior_plan,
-            **dev_tuning_note(recipe, dev_records, labels),
+            **tuning_note(recipe, threshold_records if held else dev_records, labels),
         }
         return SegmentPrepared(
             model,
@@ -273,6 +319,8 @@ class SegmentClassification(Flow):
             dev_report,
             left_out,
             prior,
+            threshold_records,
+            threshold_priors,
         )
 
     def train(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared) -> Trained:
@@ -396,9 +444,12 @@ class SegmentClassification(Flow):
         self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trained: Trained
     ) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
+        chosen = held_out_thresholds(recipe, classifier, p) if p.threshold_records else None
         metrics, info = score_segment_model(
-            recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size
+            recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size, chosen
         )
+        if chosen is not None:
+            info.update(tuning_note(recipe, p.threshold_records, p.labels))
         if p.prior is not None:
             # What the encoder adds: the linear prior alone on the same dev documents, scored the same way.
             texts = [r.text for r in p.dev_records]

@@ -22,6 +22,21 @@ from toolkit.spans.decoding import PredictedSpan
 from toolkit.tasks.flow import RunResult
 
 
+def sweep_counts(
+    scores: SegmentScores, texts: list[str], golds: list, labels: list[str], jaccard_threshold: float
+) -> np.ndarray:
+    """The documents' counts over the threshold grid: what ranking metrics and every threshold choice read."""
+    return threshold_counts(
+        texts,
+        golds,
+        scores.segments,
+        scores.probabilities,
+        labels,
+        jaccard_threshold=jaccard_threshold,
+        starts=scores.starts,
+    )
+
+
 def sweep_and_cross_fit(
     classifier: SegmentDecisions,
     scores: SegmentScores,
@@ -32,15 +47,7 @@ def sweep_and_cross_fit(
 ) -> tuple[np.ndarray, list[list[PredictedSpan]]]:
     """The documents' threshold counts (the sweep the ranking metrics and threshold choice read) and their
     spans at thresholds cross-fitted over two halves of them."""
-    counts = threshold_counts(
-        texts,
-        golds,
-        scores.segments,
-        scores.probabilities,
-        labels,
-        jaccard_threshold=jaccard_threshold,
-        starts=scores.starts,
-    )
+    counts = sweep_counts(scores, texts, golds, labels, jaccard_threshold)
     return counts, classifier.spans_at(scores, cross_fitted_from_counts(counts, SCORING.decision_threshold))
 
 
@@ -78,8 +85,9 @@ def score_segment_model(
     """Every segment model's last step (the encoder's and the linear baseline's): score dev, save per-label
     thresholds with the model, and score dev with CUAD's ranking metrics over the threshold sweep.
 
-    The thresholds are `chosen` elsewhere (thresholds, how), so dev only reports; or chosen on dev
-    (segments.thresholds: tuned), dev then scored at thresholds cross-fitted over its two halves; or fixed."""
+    The thresholds are `chosen` elsewhere (thresholds, how), so dev only reports; or fixed; or else chosen on
+    dev (segments.thresholds: tuned, and `toolkit tune`), dev then scored at thresholds cross-fitted over its
+    two halves."""
     e, how = recipe.eval, recipe.segments.thresholds
     texts, golds = [r.text for r in dev_records], [r.spans for r in dev_records]
     scores = classifier.score(texts, batch_size)
@@ -87,10 +95,10 @@ def score_segment_model(
     counts, crossed = sweep_and_cross_fit(classifier, scores, texts, golds, labels, e.jaccard_threshold)
     if chosen is not None:
         (thresholds, how), reported = chosen, classifier.spans_at(scores, chosen[0])
-    elif how == "tuned":
-        thresholds, reported, how = choose_from_counts(counts), crossed, "cross-fitted over two halves of dev"
-    else:
+    elif how == "fixed":
         thresholds, reported, how = classifier.default_thresholds(), fixed, f"fixed at {SCORING.decision_threshold}"
+    else:  # tuned; or `toolkit tune` of a run whose thresholds were chosen on training documents
+        thresholds, reported, how = choose_from_counts(counts), crossed, "cross-fitted over two halves of dev"
     # The thresholds travel with the model: eval, export and the service apply them.
     model_dir = run_dir / MODEL_DIR
     write_meta(model_dir, load_meta(model_dir).model_copy(update={"thresholds": thresholds}))
@@ -102,26 +110,33 @@ def score_segment_model(
     metrics["thresholds"] = dict(zip(labels, thresholds))
     write_predictions(run_dir / PREDICTIONS_FILE, dev_records, reported)
     info = {"eval_seconds": round(classifier.last_report["seconds"], 1), "dev_thresholds": how}
-    return metrics, {**info, **(dev_tuning_note(recipe, dev_records, labels) if chosen is None else {})}
+    return metrics, {**info, **(tuning_note(recipe, dev_records, labels) if chosen is None else {})}
 
 
-def dev_tuning_note(recipe: ExtractionRecipe, dev_records: list[SpanRecord], labels: list[str]) -> dict[str, str]:
-    """For thresholds tuned on dev: the labels with fewer dev clauses than SCORING.min_clauses_to_tune, whose
-    thresholds would fit those few clauses (in the --dry-run plan and the run's record); {} otherwise."""
-    if recipe.segments.thresholds != "tuned":
+def tuning_note(recipe: ExtractionRecipe, records: list[SpanRecord], labels: list[str]) -> dict[str, str]:
+    """For thresholds chosen on a few documents (`records`: dev for tuned, the held-out training documents for
+    held_out): the labels with fewer clauses there than SCORING.min_clauses_to_tune, whose thresholds would
+    fit those few clauses (in the --dry-run plan and the run's record); {} otherwise."""
+    how = recipe.segments.thresholds
+    if how not in ("tuned", "held_out"):
         return {}
     counts = {label: 0 for label in labels}
-    for record in dev_records:
+    for record in records:
         for span in record.spans:
             if span.label in counts:
                 counts[span.label] += 1
     few = {label: n for label, n in counts.items() if n < SCORING.min_clauses_to_tune}
     if not few:
         return {}
+    where, fix = (
+        ("dev", "use segments.thresholds=held_out (an encoder), out_of_fold (the linear baseline) or a larger dev set")
+        if how == "tuned"
+        else ("held-out training", "raise segments.held_out_share or add training documents")
+    )
     return {
-        "dev_too_small_to_tune": (
-            f"fewer than {SCORING.min_clauses_to_tune} dev clauses for {few}: thresholds chosen on them fit "
-            "those few clauses; use segments.thresholds=out_of_fold (linear baseline) or a larger dev set"
+        "too_few_to_tune": (
+            f"fewer than {SCORING.min_clauses_to_tune} {where} clauses for {few}: thresholds chosen on them fit "
+            f"those few clauses; {fix}"
         )
     }
 
