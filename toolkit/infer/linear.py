@@ -94,10 +94,11 @@ class LinearSegmentClassifier(SegmentDecisions):
         n = len(self.labels)
         if not inputs:
             return SegmentScores([], [], None if self.starts is None else [])
-        probs = np.asarray(self.pipeline.predict_proba(flat)) if flat else np.zeros((0, n))
+        # The TF-IDF features once, for the label classifiers and the clause-start ones alike.
+        features = self.pipeline[:-1].transform(flat) if flat else None
+        probs = np.asarray(self.pipeline[-1].predict_proba(features)) if flat else np.zeros((0, n))
         begins = None
         if self.starts is not None:
-            features = self.pipeline[:-1].transform(flat) if flat else None
             begins = np.zeros((len(flat), n))
             for j, model in enumerate(self.starts):
                 if isinstance(model, float):  # a constant: the training clauses never or always began here

@@ -81,11 +81,13 @@ def fit_starts(pipeline, inputs: list[str], y: np.ndarray, starts: np.ndarray, s
     a run splits only where a new clause is likelier than a continuation."""
     from sklearn.linear_model import LogisticRegression
 
-    features = pipeline[:-1].transform(inputs)
+    # Only clause segments are read: TF-IDF of every segment of a long-document corpus costs more than the fits.
+    clause_rows = np.flatnonzero(y.any(axis=1))
+    features = pipeline[:-1].transform([inputs[i] for i in clause_rows])
     out: list = []
     for j in range(y.shape[1]):
-        rows = np.flatnonzero(y[:, j])
-        begins = starts[rows, j]
+        rows = np.flatnonzero(y[clause_rows, j])
+        begins = starts[clause_rows[rows], j]
         if len(set(begins.tolist())) < 2:
             out.append(float(begins[0]) if len(rows) else 0.0)
             continue
