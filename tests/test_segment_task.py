@@ -222,7 +222,7 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
     run = open_run(result.run_dir)
     train = filter_labels(train, run.labels)
     _, held = hold_out(len(train), 0.25, recipe.seed)
-    fitted = fit_linear_prior(train, run.labels, 0.5, 3, recipe.seed, recipe.task, clause_starts=True)
+    fitted = fit_linear_prior(train, run.labels, 0.5, 3, recipe.seed, recipe.task, True, fold_starts=True)
     records = [train[i] for i in held]
     texts = [r.text for r in records]
     scores = load_predictor(result.run_dir).score(texts, prior=fitted.train_scores.subset(held))

@@ -134,7 +134,7 @@ class LinearPrior:
     text) and the training documents' out-of-fold logits (what the encoder trains against)."""
 
     classifier: LinearSegmentClassifier
-    train_scores: SegmentScores  # out of fold, with clause starts when the prior has them
+    train_scores: SegmentScores  # out of fold, with clause starts when asked (fold_starts)
     folds: int
     seconds: float
 
@@ -151,6 +151,7 @@ def fit_linear_prior(
     seed: int,
     task: str,
     clause_starts: bool = False,
+    fold_starts: bool = False,
 ) -> LinearPrior:
     """The linear baseline as the encoder's prior: fitted on all of `records`, and out of fold on each."""
     started = time.perf_counter()
@@ -158,5 +159,6 @@ def fit_linear_prior(
     if not any(d.inputs for d in documents):
         raise ToolkitError("segments.linear_prior: the training documents hold no text", fix="check data.train")
     meta = ModelMeta(task=task, labels=labels, multi_label=True)
-    scores, k = out_of_fold_scores(documents, meta, folds, seed, clause_starts)
+    # Out-of-fold clause starts are read only where thresholds are chosen on training documents (held_out).
+    scores, k = out_of_fold_scores(documents, meta, folds, seed, clause_starts and fold_starts)
     return LinearPrior(fit_classifier(documents, meta, seed, clause_starts), scores, k, time.perf_counter() - started)

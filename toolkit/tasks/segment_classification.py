@@ -287,6 +287,7 @@ class SegmentClassification(Flow):
                 recipe.seed,
                 recipe.task,
                 s.clause_starts,
+                fold_starts=bool(held),
             )
             prior = fitted.classifier
             dev_texts = [r.text for r in dev_records]
