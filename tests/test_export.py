@@ -36,7 +36,10 @@ def test_fp32_artifact_is_self_contained_and_matches_pytorch(tiny_mlm_run, tiny_
     assert manifest["windowing"] == {"max_length": 128, "stride": 32}
     parity = manifest["parity"]
     assert parity["documents"] == 5 and parity["onnx_fp32"]["max_logit_diff"] < 1e-3
-    assert parity["onnx_fp32"]["span_f1"] == parity["pytorch_span_f1"] == 1.0
+    # Parity, not training luck: the fixture overfits five documents, but the last epoch's F1 depends on the
+    # CPU's kernels (CI once ended at 0.9796 on a machine where this one ends at 1.0).
+    f1 = parity["pytorch_span_f1"]
+    assert parity["onnx_fp32"]["span_f1"] == f1 and f1 >= 0.9
     assert parity["onnx_fp32"]["argmax_agreement"] == 1.0
     # The model card: Hugging Face layout, with the run's data, dev metrics and the parity figures.
     card = (tiny_mlm_artifact / "README.md").read_text()
@@ -54,7 +57,8 @@ def test_fp32_artifact_is_self_contained_and_matches_pytorch(tiny_mlm_run, tiny_
         "## Limitations",
     ):
         assert section in card
-    assert "5 documents" in card and "span F1 (exact) | 1.000" in card and "argmax agreement 1.0000" in card
+    assert f"(span F1 {f1:.4f}): this artifact's span F1 {f1:.4f}" in card
+    assert "5 documents" in card and "span F1 (exact) | " in card and "argmax agreement 1.0000" in card
     # `toolkit eval` on the artifact gives the same spans as on the run it came from.
     data = "sample:clinical_dev"
     _, run_out = evaluate_run(tiny_mlm_run, data, tiny_mlm_run.parent / "eval_run", bootstrap=0)
@@ -147,7 +151,8 @@ def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
     manifest = export_run(tmp_path / "demo_clm", tmp_path / "clm_art", precision="fp32", parity_docs=2)
     assert manifest["task"] == "span_generation"
     assert manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3
-    assert manifest["parity"]["onnx_fp32"]["span_f1"] == manifest["parity"]["pytorch_span_f1"] == 1.0
+    f1 = manifest["parity"]["pytorch_span_f1"]
+    assert manifest["parity"]["onnx_fp32"]["span_f1"] == f1 and f1 >= 0.9
     generator = load_predictor(tmp_path / "clm_art")
     from toolkit.data.records import load_records
 
