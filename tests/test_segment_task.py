@@ -234,6 +234,8 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
 
     # The linear baseline of such a recipe chooses on training documents too: all of them, out of fold.
     assert linear_baseline_of(recipe).segments.thresholds == "out_of_fold"
+    fixed = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.thresholds=fixed"])
+    assert linear_baseline_of(fixed).segments.thresholds == "out_of_fold"  # 0.5 fits the encoder's probabilities only
     with pytest.raises(ConfigError, match="use out_of_fold"):
         load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.thresholds=held_out"], linear_baseline=True)
 

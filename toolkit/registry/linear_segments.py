@@ -31,7 +31,8 @@ class LinearSegmentsRecipe(ExtractionRecipe):
 def linear_baseline_data(data: dict) -> dict:
     """A segment recipe's mapping as its bag-of-words baseline's: the same data, segment decisions and
     scoring, no encoder sections, and a name with a `_linear` suffix so the encoder's run is kept. An encoder's
-    thresholds=held_out becomes out_of_fold: thresholds chosen on training documents, dev only reporting."""
+    thresholds=held_out or fixed becomes out_of_fold: thresholds chosen on training documents, dev only
+    reporting (the linear model's balanced probabilities are not calibrated for a fixed 0.5)."""
     if data.get("task") != TASK.name:
         raise ConfigError(
             "--linear-baseline fits the segment task's bag-of-words baseline; "
@@ -40,7 +41,7 @@ def linear_baseline_data(data: dict) -> dict:
         )
     kept = {k: v for k, v in data.items() if k in ("task", "name", "seed", "output_dir", "data", "eval")}
     segments = {k: v for k, v in (data.get("segments") or {}).items() if k in SegmentDecisionConfig.model_fields}
-    if segments.get("thresholds") == "held_out":
+    if segments.get("thresholds") in ("held_out", "fixed"):
         # The baseline's way to choose on training documents, not dev: all of them, out of fold.
         segments["thresholds"] = "out_of_fold"
     name = str(kept.get("name", ""))
