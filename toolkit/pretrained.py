@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
+from toolkit.gemma import GEMMA_HUB_ID, gemma3_decoder
 
 DEFAULT_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -160,19 +161,31 @@ ENCODERS = {
 }
 
 
+# Named offline decoders; 'default' in a decoder task is SmolLM2.
+DECODERS = {
+    "smollm2": (default_decoder, DEFAULT_DECODER_HUB_ID),
+    "gemma3-270m": (gemma3_decoder, GEMMA_HUB_ID),
+}
+
+
+def _named(name: str, decoder: bool):
+    if name == "default" and decoder:
+        return DECODERS["smollm2"]
+    return ENCODERS.get(name) or DECODERS.get(name)
+
+
 def resolve_model_name(name: str, decoder: bool = False) -> str:
     """A recipe's model.name as a loadable path or hub id: 'default' is the offline encoder (or the offline
-    decoder for a decoder task), 'minilm' and 'mpnet' the named offline encoders; anything else as given."""
-    if name == "default" and decoder:
-        return default_decoder()
-    return ENCODERS[name][0]() if name in ENCODERS else name
+    decoder for a decoder task), 'minilm' and 'mpnet' the named offline encoders, 'smollm2' and
+    'gemma3-270m' the named offline decoders; anything else as given."""
+    named = _named(name, decoder)
+    return named[0]() if named else name
 
 
 def hub_id_of(name: str, decoder: bool = False) -> str:
     """The hub id a short model name stands for (what a model card names as the base model)."""
-    if name == "default" and decoder:
-        return DEFAULT_DECODER_HUB_ID
-    return ENCODERS[name][1] if name in ENCODERS else name
+    named = _named(name, decoder)
+    return named[1] if named else name
 
 
 def lowercases(tokenizer) -> bool:

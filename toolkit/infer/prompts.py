@@ -78,4 +78,8 @@ def render_prompt(tokenizer, prompt: str, chat_template: bool) -> str:
         return tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
         )
+    # Prompts are tokenized without special tokens (a chat template writes its own); a base model trained
+    # with BOS first (Gemma) reads a prompt without it as noise, so it is written here.
+    if getattr(tokenizer, "add_bos_token", False) and tokenizer.bos_token:
+        return tokenizer.bos_token + prompt
     return prompt

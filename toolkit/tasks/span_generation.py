@@ -34,7 +34,13 @@ from toolkit.tasks.features import (
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.models import build_causal_model
-from toolkit.tasks.training import pad_collator, parameter_counts, steps_per_epoch, training_arguments
+from toolkit.tasks.training import (
+    completion_trainer_class,
+    pad_collator,
+    parameter_counts,
+    steps_per_epoch,
+    training_arguments,
+)
 
 
 def completion_spec(recipe: SpanGenerationRecipe) -> CompletionSpec:
@@ -120,13 +126,13 @@ class SpanGeneration(Flow):
 
     def trainer(self, recipe: SpanGenerationRecipe, run_dir: Path, p: GenerationPrepared):
         from datasets import Dataset
-        from transformers import EarlyStoppingCallback, Trainer
+        from transformers import EarlyStoppingCallback
 
         t = recipe.train
         # Generating on the dev set every epoch would dominate the training time; the checkpoint is
         # chosen by dev loss on the completions, and the final model is scored by generation
         # (eval.curve_docs adds generation on a few dev documents at every checkpoint).
-        return Trainer(
+        return completion_trainer_class()(
             model=p.model,
             args=training_arguments(recipe, run_dir, metric="eval_loss", greater_is_better=False),
             train_dataset=Dataset.from_list(p.train_examples),
