@@ -118,7 +118,8 @@ class PretrainedModelConfig(Strict):
         default="default",
         description=(
             "Hub id or local path; 'default' is the offline MiniLM encoder (encoder tasks) or SmolLM2-135M-Instruct "
-            "(decoder tasks); 'minilm' and 'mpnet' (all-mpnet-base-v2, 12 x 768: `make mpnet`) name offline encoders."
+            "(decoder tasks); 'minilm' and 'mpnet' (all-mpnet-base-v2, 12 x 768: `make mpnet`) name offline encoders, "
+            "'smollm2' and 'gemma3-270m' (Gemma 3 270M base: `make gemma`) offline decoders."
         ),
     )
     max_length: int = Field(
@@ -156,7 +157,31 @@ class ModelConfig(PretrainedModelConfig):
     lora: LoraConfigModel = Field(default_factory=LoraConfigModel)
 
 
-class TaggerModelConfig(ModelConfig):
+class ClassifierModelConfig(ModelConfig):
+    """token_classification and segment_classification: an encoder, or a decoder used as a classifier."""
+
+    attention: Literal["causal", "bidirectional"] = Field(
+        default="causal",
+        description=(
+            "Decoders only: bidirectional removes the causal mask (LS-unLLaMA) so every token sees the whole "
+            "window, in every layer or the top model.bidirectional_layers. Saved with the model. Encoders attend "
+            "both ways already (setting it on one is an error)."
+        ),
+    )
+    bidirectional_layers: int | None = Field(
+        default=None, ge=1, description="attention=bidirectional: only the last N layers (None: all)."
+    )
+
+    @model_validator(mode="after")
+    def _layers_need_bidirectional(self) -> ClassifierModelConfig:
+        if self.bidirectional_layers is not None and self.attention != "bidirectional":
+            raise ValueError(
+                "model.bidirectional_layers needs model.attention=bidirectional: set it or remove the count"
+            )
+        return self
+
+
+class TaggerModelConfig(ClassifierModelConfig):
     """token_classification: how words are tagged and tags become spans."""
 
     label_all_subtokens: bool = Field(

@@ -46,6 +46,7 @@ from toolkit.rundir import (
     write_meta,
 )
 from toolkit.scoring import SCORING
+from toolkit.tasks.attention import CONFIG_KEY as BIDIRECTIONAL_KEY
 
 
 @dataclass(frozen=True)
@@ -203,9 +204,12 @@ def resolve_path(requested: str) -> str:
     return name
 
 
-def unavailable(name: str, spec: Task, hardware: dict, model_type: str) -> str | None:
-    """Why `name` cannot be built here for this task and model (None: it can). Pure."""
+def unavailable(name: str, spec: Task, hardware: dict, model_type: str, bidirectional: bool = False) -> str | None:
+    """Why `name` cannot be built here for this task and model (None: it can); `bidirectional`: a decoder
+    whose causal mask was removed (model.attention). Pure."""
     runtime, precision = PATHS[name]
+    if runtime == "onnx" and bidirectional:
+        return "optimum exports a decoder's causal graph: its bidirectional attention (model.attention) runs in PyTorch"
     if runtime == "pytorch" and spec.generates:
         return "decoders are packaged as ONNX graphs with a KV cache"
     if precision == "bf16" and not hardware["bf16"]:
@@ -325,8 +329,9 @@ def export_run(
     # time with the threads the free cores allow (the manifest records both; the CLI prints the warning).
     conditions = measure_conditions()
     fit_threads(conditions)
-    model_type = json.loads((run.model_dir / "config.json").read_text()).get("model_type", "unknown")
-    skipped = {name: why for name in PATHS if (why := unavailable(name, spec, hardware, model_type))}
+    config = json.loads((run.model_dir / "config.json").read_text())
+    model_type, bidirectional = config.get("model_type", "unknown"), bool(config.get(BIDIRECTIONAL_KEY))
+    skipped = {name: why for name in PATHS if (why := unavailable(name, spec, hardware, model_type, bidirectional))}
     if requested != "auto" and requested in skipped:
         raise ToolkitError(
             f"{run.path}: cannot export {requested}: {skipped[requested]}", fix="choose another --precision, or auto"

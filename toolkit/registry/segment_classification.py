@@ -9,12 +9,12 @@ from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
 from toolkit.registry.task import Task
-from toolkit.sections import ModelConfig, SegmentsConfig, TrainConfig, WindowsConfig
+from toolkit.sections import ClassifierModelConfig, SegmentsConfig, TrainConfig, WindowsConfig
 
 
 class SegmentClassificationRecipe(ExtractionRecipe):
     task: Literal["segment_classification"]
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    model: ClassifierModelConfig = Field(default_factory=ClassifierModelConfig)
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     segments: SegmentsConfig = Field(default_factory=SegmentsConfig)

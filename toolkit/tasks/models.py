@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.pretrained import fix_decoder_tokenizer, load_tokenizer, resolve_model_name
-from toolkit.sections import LoraConfigModel, ModelConfig, PretrainedModelConfig
+from toolkit.sections import ClassifierModelConfig, LoraConfigModel, ModelConfig, PretrainedModelConfig
 from toolkit.spans.label_space import LabelSpace
 
 # Config attribute names per knob, across architectures (BERT/RoBERTa, DistilBERT, Llama/GPT-2 ...).
@@ -53,18 +53,18 @@ def add_embedding_dropout(model, p: float):
     return model.get_input_embeddings().register_forward_hook(hook)
 
 
-def build_token_model(cfg: ModelConfig, space: LabelSpace):
+def build_token_model(cfg: ClassifierModelConfig, space: LabelSpace):
     """(model, tokenizer) for token classification; LoRA-wrapped when enabled."""
     return _token_classifier(cfg, space.output_names())
 
 
-def build_segment_model(cfg: ModelConfig, labels: list[str]):
+def build_segment_model(cfg: ClassifierModelConfig, labels: list[str]):
     """(model, tokenizer) for segment classification: a token classifier with one logit per label,
     read per segment as the mean of its tokens' logits (`spans/segment_decoding.py`)."""
     return _token_classifier(cfg, list(labels))
 
 
-def _token_classifier(cfg: ModelConfig, names: list[str]):
+def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
     from transformers import AutoConfig, AutoModelForTokenClassification
 
     name = resolve_model_name(cfg.name)
@@ -84,6 +84,10 @@ def _token_classifier(cfg: ModelConfig, names: list[str]):
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = tokenizer.pad_token_id
     model = AutoModelForTokenClassification.from_pretrained(name, config=config)
+    if cfg.attention == "bidirectional":
+        from toolkit.tasks.attention import make_bidirectional
+
+        make_bidirectional(model, cfg.bidirectional_layers)
     add_embedding_dropout(model, cfg.dropout.embedding)
     if cfg.lora.enabled:
         from peft import TaskType, get_peft_model
