@@ -101,3 +101,45 @@ def test_a_bidirectional_decoder_tagger_trains_reloads_alike_and_exports_in_pyto
     assert "bidirectional" in manifest["paths"]["onnx_fp32"]["skipped"]
     with pytest.raises(ToolkitError, match="runs in PyTorch"):
         export_run(tmp_path / "bidi", tmp_path / "onnx", precision="fp32", parity_docs=5)
+
+
+def test_gemma3_tags_through_the_same_code(tiny_llama, tmp_path):
+    """Gemma 3 text models have no token-classification class in transformers 4.57: the toolkit registers the
+    generic head (toolkit/gemma.py). A tiny random Gemma 3 with the tiny Llama's tokenizer trains, saves and
+    reloads as a bidirectional tagger."""
+    from transformers import AutoConfig, AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
+
+    from toolkit.evaluate.evaluation import evaluate_run
+    from toolkit.tasks import run_recipe
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
+    config = Gemma3TextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        sliding_window=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    Gemma3ForCausalLM(config).save_pretrained(tmp_path / "gemma")
+    tokenizer.save_pretrained(tmp_path / "gemma")
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={tmp_path / 'gemma'}",
+            f"output_dir={tmp_path}",
+            *OVERFIT_FIVE,
+            "model.multi_label=false",
+            "eval.bootstrap=0",
+            "model.attention=bidirectional",
+        ],
+    )
+    result = run_recipe(recipe, tmp_path / "run")
+    saved = AutoConfig.from_pretrained(tmp_path / "run" / "model")
+    assert saved.architectures == ["Gemma3TextForTokenClassification"] and getattr(saved, CONFIG_KEY) == 2
+    metrics, _ = evaluate_run(tmp_path / "run", "sample:clinical_train", tmp_path / "eval", bootstrap=0)
+    assert result.summary["span_f1"] > 0 and metrics["counts"]["documents"] > 0

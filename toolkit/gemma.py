@@ -123,3 +123,21 @@ def gemma3_decoder() -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp.rename(target)  # atomic: a half-written conversion is never used
     return str(target)
+
+
+def register_gemma_tagger() -> None:
+    """Let AutoModelForTokenClassification build Gemma 3 text models, which transformers 4.57 maps only for
+    sequence classification: the same generic head it uses for Llama and Qwen (a linear layer over each
+    token's last hidden state). Idempotent; called before a tagger is built or loaded."""
+    from transformers import AutoModelForTokenClassification, Gemma3TextConfig
+    from transformers.modeling_layers import GenericForTokenClassification
+    from transformers.models.auto.modeling_auto import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3PreTrainedModel
+
+    if Gemma3TextConfig in MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING:
+        return
+
+    class Gemma3TextForTokenClassification(GenericForTokenClassification, Gemma3PreTrainedModel):
+        config_class = Gemma3TextConfig
+
+    AutoModelForTokenClassification.register(Gemma3TextConfig, Gemma3TextForTokenClassification)

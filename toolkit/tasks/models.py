@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from toolkit.errors import ConfigError, ToolkitError
+from toolkit.gemma import register_gemma_tagger
 from toolkit.pretrained import fix_decoder_tokenizer, load_tokenizer, resolve_model_name
 from toolkit.sections import ClassifierModelConfig, LoraConfigModel, ModelConfig, PretrainedModelConfig
 from toolkit.spans.label_space import LabelSpace
@@ -83,6 +84,7 @@ def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
     apply_dropout(config, cfg.dropout)
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = tokenizer.pad_token_id
+    register_gemma_tagger()
     model = AutoModelForTokenClassification.from_pretrained(name, config=config)
     if cfg.attention == "bidirectional":
         from toolkit.tasks.attention import make_bidirectional
