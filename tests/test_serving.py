@@ -215,6 +215,37 @@ def test_a_pytorch_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_bidirectional_decoder_tagger_under_sustained_load(tiny_llama, tmp_path):
+    """A decoder tagger with its causal mask removed in the top layer (LoRA), exported as PyTorch (the only
+    path it has), answers under load as alone."""
+    from conftest import OVERFIT_FIVE, REPO
+
+    from toolkit.config import load_recipe
+    from toolkit.deploy.export import ParityBudgets, export_run
+    from toolkit.tasks import run_recipe
+
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_mlm.yaml",
+        [
+            f"model.name={tiny_llama}",
+            f"output_dir={tmp_path}",
+            *OVERFIT_FIVE,
+            "model.multi_label=false",
+            "model.lora.enabled=true",
+            "model.attention=bidirectional",
+            "model.bidirectional_layers=1",
+            "eval.bootstrap=0",
+        ],
+    )
+    run_recipe(recipe, tmp_path / "run")
+    artifact = tmp_path / "artifact"
+    manifest = export_run(tmp_path / "run", artifact, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    assert manifest["runtime"] == "pytorch"
+    with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
+        _sustained_load(server, {})
+
+
+@pytest.mark.slow
 def test_a_segment_model_artifact_under_sustained_load(tiny_segment_run, tmp_path):
     """The segment task's artifact (its saved thresholds applied) answers under load as alone."""
     from toolkit.deploy.export import export_run
