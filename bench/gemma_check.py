@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolkit.data.records import load_records  # noqa: E402
-from toolkit.gemma import _assemble_gguf, gemma3_decoder, gemma_tokenizer_from_gguf  # noqa: E402
+from toolkit.gemma import _assemble_gguf, gemma_tokenizer_from_gguf  # noqa: E402
 from toolkit.hardware import benchmark_header  # noqa: E402
-from toolkit.pretrained import default_decoder  # noqa: E402
+from toolkit.pretrained import default_decoder, resolve_model_name  # noqa: E402
 
 
 def sentencepiece_reference(gguf: Path):
@@ -140,7 +140,7 @@ def main() -> None:
     print(json.dumps(result["tokenizer"], indent=1), flush=True)
 
     rows = {}
-    path = gemma3_decoder()
+    path = resolve_model_name("gemma3-270m")
     for name, model_path, tokenizer, bos in (
         ("gemma3-270m, rebuilt BPE tokenizer", path, ours, True),
         ("gemma3-270m, transformers' GGUF tokenizer", path, unigram, True),

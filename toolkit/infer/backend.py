@@ -33,8 +33,8 @@ def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) 
     import transformers
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    from toolkit.attention import restore_attention
     from toolkit.gemma import register_gemma_tagger
-    from toolkit.tasks.attention import restore_attention
 
     register_gemma_tagger()
     model = getattr(transformers, auto_class).from_pretrained(directory).to(device)

@@ -87,7 +87,7 @@ def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
     register_gemma_tagger()
     model = AutoModelForTokenClassification.from_pretrained(name, config=config)
     if cfg.attention == "bidirectional":
-        from toolkit.tasks.attention import make_bidirectional
+        from toolkit.attention import make_bidirectional
 
         make_bidirectional(model, cfg.bidirectional_layers)
     add_embedding_dropout(model, cfg.dropout.embedding)
