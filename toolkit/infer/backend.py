@@ -32,12 +32,13 @@ def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) 
         return model, load_tokenizer(str(directory)), meta, "cpu"
     import transformers
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     from toolkit.attention import restore_attention
     from toolkit.gemma import register_gemma_tagger
 
-    register_gemma_tagger()
-    model = getattr(transformers, auto_class).from_pretrained(directory).to(device)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    config = transformers.AutoConfig.from_pretrained(directory)
+    register_gemma_tagger(config.model_type)
+    model = getattr(transformers, auto_class).from_pretrained(directory, config=config).to(device)
     restore_attention(model)
     return model, load_tokenizer(str(directory)), meta, device
 

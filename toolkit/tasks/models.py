@@ -84,7 +84,7 @@ def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
     apply_dropout(config, cfg.dropout)
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = tokenizer.pad_token_id
-    register_gemma_tagger()
+    register_gemma_tagger(config.model_type)
     model = AutoModelForTokenClassification.from_pretrained(name, config=config)
     if cfg.attention == "bidirectional":
         from toolkit.attention import make_bidirectional
