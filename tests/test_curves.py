@@ -120,3 +120,54 @@ def test_a_resumed_run_keeps_its_training_clock(tmp_path):
     fresh = TrainingClock()
     fresh.on_train_begin(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=0), None)
     assert fresh.seconds == 0.0
+
+
+def test_budget_lr_factor_warms_up_then_decays_to_zero_over_the_budget():
+    from toolkit.tasks.curves import budget_lr_factor
+
+    assert budget_lr_factor(0.0, 0.1) == 0.0 and budget_lr_factor(0.05, 0.1) == pytest.approx(0.5)
+    assert budget_lr_factor(0.1, 0.1) == pytest.approx(1.0) and budget_lr_factor(0.55, 0.1) == pytest.approx(0.5)
+    assert budget_lr_factor(1.0, 0.1) == 0.0 and budget_lr_factor(0.5, 0.0) == pytest.approx(0.5)
+
+
+def test_a_schedule_by_seconds_checkpoints_at_each_interval_and_ends_with_the_rate_decayed(tiny_bert, tmp_path):
+    result = run_recipe(
+        load_recipe(
+            REPO / "recipes" / "demo_mlm.yaml",
+            [
+                f"model.name={tiny_bert}",
+                f"output_dir={tmp_path}",
+                "name=seconds",
+                *OVERFIT_FIVE,
+                "eval.bootstrap=20",
+                "eval.curve_docs=3",
+                "train.max_seconds=1.2",
+                "train.eval_every_seconds=0.4",
+                "train.schedule_by=seconds",
+                "train.epochs=100000",
+                "train.logging_steps=1",
+                "train.warmup_ratio=0.1",
+            ],
+        ),
+        tmp_path / "seconds",
+    )
+    assert result.run["stopped_by_time_budget"]
+    curve = read_curve(tmp_path / "seconds")
+    # One point for each 0.4 s of training steps that passed, the last at the budget (which may share a step).
+    seconds = [p["train_seconds"] for p in curve]
+    assert len(curve) >= 3 and seconds[-1] >= 1.2
+    assert [int(s // 0.4) for s in seconds[:3]] == [1, 2, 3]
+    log = (tmp_path / "seconds" / "train_log.jsonl").read_text().splitlines()
+    rates = [e["learning_rate"] for e in map(json.loads, log) if "learning_rate" in e]
+    peak = max(rates)
+    assert peak == pytest.approx(3e-3, rel=0.2)  # OVERFIT_FIVE's rate, reached after warmup
+    assert rates[-1] < 0.1 * peak  # decayed by the end of the budget, not cut mid-schedule
+
+
+def test_budget_settings_are_checked_with_their_fix():
+    from toolkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="schedule_by=seconds.*max_seconds"):
+        load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["train.schedule_by=seconds"])
+    with pytest.raises(ConfigError, match="eval_every and train.eval_every_seconds"):
+        load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["train.eval_every=5", "train.eval_every_seconds=10"])

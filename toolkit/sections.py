@@ -259,12 +259,42 @@ class TrainConfig(Strict):
             "between runs."
         ),
     )
+    eval_every_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Evaluate and checkpoint every N seconds of training steps instead of by epoch or step count, so runs "
+            "with different step times are scored at the same budgets (learning curves)."
+        ),
+    )
+    schedule_by: Literal["steps", "seconds"] = Field(
+        default="steps",
+        description=(
+            "steps: warmup and linear decay over the optimizer steps of train.epochs / max_steps. seconds: over "
+            "train.max_seconds of training steps, so a run given a time budget ends it with its learning rate "
+            "decayed, whatever its step time."
+        ),
+    )
     precision: Literal["auto", "prefer_bf16", "fp32", "bf16", "fp16"] = Field(
         default="auto",
         description="auto: bf16 on CUDA devices that support it, else fp32; prefer_bf16: also bf16 on CPUs with bf16 "
         "units "
         "(avx512_bf16, amx_bf16), fp32 elsewhere; bf16: bf16 or an error.",
     )
+
+    @model_validator(mode="after")
+    def _budget_settings(self) -> TrainConfig:
+        if self.schedule_by == "seconds" and self.max_seconds is None:
+            raise ValueError(
+                "train.schedule_by=seconds spreads the learning-rate schedule over train.max_seconds: set "
+                "train.max_seconds (e.g. 600) or use schedule_by=steps"
+            )
+        if self.eval_every_seconds is not None and self.eval_every != "epoch":
+            raise ValueError(
+                "train.eval_every and train.eval_every_seconds both set: keep one (seconds scores runs with "
+                "different step times at the same budgets)"
+            )
+        return self
 
 
 class TaggerTrainConfig(TrainConfig):

@@ -3,6 +3,9 @@
 - `TrainingClock` sums the seconds of training steps only (the Trainer's evaluations and the curve's own
   predictions are left out), so two runs can be given the same budget (`train.max_seconds`) and compared
   at equal training time. The clock is saved with each checkpoint, so a resumed run keeps its count.
+  It can also ask for an evaluation every N seconds (`train.eval_every_seconds`) and drive the learning rate
+  by the share of the budget spent (`train.schedule_by: seconds`): runs whose steps cost different times
+  are then scored at the same budgets and each ends its budget with its schedule finished.
 - `CurveCallback` (with `eval.curve_docs: N`): at every checkpoint, the model as it stands predicts the
   first N dev documents with the task's own predictor (the one `toolkit eval` and the service use) and
   the scores go to `curve.jsonl` with the training seconds, steps and inference seconds per document.
@@ -41,11 +44,21 @@ def _callback_base():
     return TrainerCallback
 
 
-class TrainingClock(_callback_base()):
-    """Seconds of training steps; stops training once they reach `max_seconds` (with a final checkpoint)."""
+def budget_lr_factor(fraction: float, warmup_ratio: float) -> float:
+    """Pure: the learning-rate multiplier after `fraction` of the time budget, linear warmup then linear decay
+    to 0 (transformers' linear schedule, over seconds instead of steps)."""
+    if fraction < warmup_ratio:
+        return fraction / warmup_ratio
+    return max(0.0, (1.0 - fraction) / (1.0 - warmup_ratio))
 
-    def __init__(self, max_seconds: float | None = None):
+
+class TrainingClock(_callback_base()):
+    """Seconds of training steps; stops training once they reach `max_seconds` (with a final checkpoint) and,
+    with `eval_every_seconds`, asks for an evaluation and checkpoint each time the seconds pass a multiple."""
+
+    def __init__(self, max_seconds: float | None = None, eval_every_seconds: float | None = None):
         self.max_seconds = max_seconds
+        self.eval_every_seconds = eval_every_seconds
         self.seconds = 0.0
         self._step_started: float | None = None
         self.stopped_by_budget = False
@@ -60,14 +73,35 @@ class TrainingClock(_callback_base()):
         self._step_started = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
+        before = self.seconds
         if self._step_started is not None:
             self.seconds += time.perf_counter() - self._step_started
             self._step_started = None
+        every = self.eval_every_seconds
+        if every is not None and int(self.seconds // every) > int(before // every):
+            control.should_evaluate = True
+            control.should_save = True
         if self.max_seconds is not None and self.seconds >= self.max_seconds and not control.should_training_stop:
             self.stopped_by_budget = True
             control.should_training_stop = True
             control.should_evaluate = True
             control.should_save = True
+
+    def schedule_learning_rate(self, trainer, warmup_ratio: float) -> None:
+        """Give `trainer` a learning rate that follows the share of `max_seconds` spent (train.schedule_by:
+        seconds). transformers schedules by steps only, and a step's cost differs between models, so a budget
+        given in seconds would otherwise stop mid-schedule."""
+        from torch.optim.lr_scheduler import LambdaLR
+
+        if self.max_seconds is None:
+            raise ValueError("a learning rate scheduled by seconds needs max_seconds")
+        budget = self.max_seconds
+        # The Trainer keeps an optimizer and scheduler that are already set (create_optimizer honours the
+        # task's parameter groups).
+        trainer.create_optimizer()
+        trainer.lr_scheduler = LambdaLR(
+            trainer.optimizer, lambda _step: budget_lr_factor(min(1.0, self.seconds / budget), warmup_ratio)
+        )
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"

@@ -91,6 +91,8 @@ class Flow:
         from toolkit.tasks.curves import CurveCallback
 
         trainer.add_callback(clock)
+        if recipe.train.schedule_by == "seconds":
+            clock.schedule_learning_rate(trainer, recipe.train.warmup_ratio)
         if recipe.curve_documents():
             records = prepared.dev_records[: recipe.curve_documents()]  # type: ignore[attr-defined]
             predict = lambda model: self.curve_predictions(recipe, prepared, model, records)  # noqa: E731
@@ -110,7 +112,7 @@ class Flow:
         extends this."""
         from toolkit.tasks.curves import TrainingClock
 
-        clock = TrainingClock(recipe.train.max_seconds)
+        clock = TrainingClock(recipe.train.max_seconds, recipe.train.eval_every_seconds)
         trainer = self.trainer(recipe, run_dir, prepared)
         self.instrument(trainer, recipe, run_dir, prepared, clock)
         notes = self.before_training(trainer, prepared)

@@ -85,6 +85,9 @@ def precision_flags(choice: str) -> dict:
     }
 
 
+NEVER_STEPS = 10**12
+
+
 def training_arguments(
     recipe: RecipeBase,
     run_dir: Path,
@@ -99,14 +102,17 @@ def training_arguments(
     from transformers import TrainingArguments
 
     t = recipe.train
+    # With eval_every_seconds the training clock (tasks/curves.py) asks for each evaluation and checkpoint; the
+    # Trainer's own step schedule is set beyond reach.
+    every = NEVER_STEPS if t.eval_every_seconds is not None else t.eval_every
     schedule = (
         {"eval_strategy": "epoch", "save_strategy": "epoch"}
-        if t.eval_every == "epoch"
+        if every == "epoch"
         else {
             "eval_strategy": "steps",
             "save_strategy": "steps",
-            "eval_steps": t.eval_every,
-            "save_steps": t.eval_every,
+            "eval_steps": every,
+            "save_steps": every,
         }
     )
     cuda = torch.cuda.is_available()
