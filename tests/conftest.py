@@ -133,7 +133,7 @@ def tiny_mlm_artifact(tiny_mlm_run, tmp_path_factory) -> Path:
     from toolkit.deploy.export import export_run
 
     out = tmp_path_factory.mktemp("tiny_mlm_artifact") / "fp32"
-    export_run(tiny_mlm_run, out, precision="fp32", parity_docs=5)
+    export_run(tiny_mlm_run, out, precision="fp32", parity_docs=5, windows="trained")
     return out
 
 

@@ -10,7 +10,7 @@ from toolkit.pretrained import load_tokenizer
 from toolkit.spans.alignment import IGNORE, flat_targets, multi_label_targets, representable
 from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace, flat_tags
-from toolkit.spans.windows import make_windows
+from toolkit.spans.windows import fitted_max_length, make_fitted_windows, make_windows
 
 VOCAB = [
     "the",
@@ -129,3 +129,50 @@ def test_representable_reports_what_flat_mode_cannot_hold():
     assert len(kept) == 1 and len(lost) == 2
     kept, lost = representable(spans, multi_label=True)
     assert len(kept) == 2 and len(lost) == 1 and lost[0].label == "A"
+
+
+@given(st.integers(0, 5000), st.integers(0, 3), st.integers(16, 1024), st.integers(0, 128))
+def test_fitted_windows_are_the_fewest_and_no_longer_than_needed(content, specials, limit, stride):
+    if limit - specials <= stride:
+        return
+    length = fitted_max_length(content, specials, limit, stride)
+    room = length - specials
+
+    def windows(room: int) -> int:
+        return 1 if content <= room else 1 + -(-(content - room) // (room - stride))
+
+    assert specials < length <= limit and room > stride
+    assert windows(room) == windows(limit - specials)  # as few windows as the limit allows
+    if content > limit - specials:  # several windows, none a token longer than that count needs
+        assert room - 1 <= stride or windows(room - 1) > windows(room)
+    else:
+        assert length == limit  # one window, as long as the document (windows are not padded)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(documents(), min_size=1, max_size=4), st.integers(12, 40))
+def test_fitted_windows_read_each_document_whole_or_in_the_fewest_windows_and_round_trip(tok, docs, limit):
+    texts = [text for text, _ in docs]
+    windows = make_fitted_windows(tok, texts, limit, stride=4)
+    assert [w.doc for w in windows] == sorted(w.doc for w in windows) and {w.doc for w in windows} == set(
+        range(len(texts))
+    )
+    tags = flat_tags(LABELS)
+    ids = {t: i for i, t in enumerate(tags)}
+    for d, (text, spans) in enumerate(docs):
+        mine = [w for w in windows if w.doc == d]
+        content = len(tok(text, add_special_tokens=False)["input_ids"])
+        assert len(mine) == len(make_windows(tok, [text], limit, 4))  # the same count as full-length windows
+        assert all(len(w.input_ids) <= limit for w in mine)
+        logits = [one_hot(flat_targets(w.offsets, w.word_ids, spans, ids, False), len(tags)) for w in mine]
+        decoded = decode_documents(
+            [text],
+            [0] * len(mine),
+            [w.offsets for w in mine],
+            [w.word_ids for w in mine],
+            logits,
+            LabelSpace(tuple(LABELS), False, False),
+        )
+        assert [(s.start, s.end, s.label) for s in decoded[0]] == [(s.start, s.end, s.label) for s in spans]
+        if content + tok.num_special_tokens_to_add() <= limit:
+            assert len(mine) == 1

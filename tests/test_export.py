@@ -33,7 +33,7 @@ def test_fp32_artifact_is_self_contained_and_matches_pytorch(tiny_mlm_run, tiny_
         and manifest["precision"] == "fp32"
         and manifest["path"] == "onnx_fp32"
     )
-    assert manifest["windowing"] == {"max_length": 128, "stride": 32}
+    assert manifest["windowing"] == {"max_length": 128, "stride": 32}  # --windows trained: nothing measured
     parity = manifest["parity"]
     assert parity["documents"] == 5 and parity["onnx_fp32"]["max_logit_diff"] < 1e-3
     # Parity, not training luck: the fixture overfits five documents, but the last epoch's F1 depends on the
@@ -225,10 +225,19 @@ def test_serve_refuses_a_directory_that_is_not_an_artifact(tiny_mlm_run):
 def test_auto_keeps_the_fastest_path_within_budget_and_records_every_path(tiny_mlm_run, tmp_path):
     manifest = export_run(tiny_mlm_run, tmp_path / "auto", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
     paths = manifest["paths"]
-    assert set(paths) == {"onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32", "pytorch_bf16"}
+    assert set(paths) == {
+        "onnx_fp32",
+        "onnx_fused",
+        "onnx_int8",
+        "pytorch_fp32",
+        "pytorch_bf16",
+        "openvino_fp32",
+        "openvino_bf16",
+    }
     measured = {name: p for name, p in paths.items() if "skipped" not in p}
-    assert {"onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32"} <= set(measured)
-    assert ("skipped" not in paths["pytorch_bf16"]) == manifest["hardware"]["bf16"]
+    assert {"onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32", "openvino_fp32"} <= set(measured)
+    for bf16 in ("pytorch_bf16", "openvino_bf16"):
+        assert ("skipped" not in paths[bf16]) == manifest["hardware"]["bf16"]
     assert all(
         p["docs_per_second"] > 0 and p["span_f1"] == manifest["parity"][name]["span_f1"] for name, p in measured.items()
     )
@@ -294,6 +303,10 @@ def test_paths_that_cannot_apply_say_why():
     assert "model type 'gpt2'" in unavailable("onnx_fused", tagger, cpu, "gpt2")
     assert unavailable("onnx_fused", tagger, cpu, "bert") is None
     assert "no bf16 units" in unavailable("pytorch_bf16", tagger, {"bf16": False}, "bert")
+    assert "no bf16 units" in unavailable("openvino_bf16", tagger, {"bf16": False}, "bert")
+    assert unavailable("openvino_fp32", tagger, cpu, "bert") is None
+    assert "KV cache" in unavailable("openvino_fp32", decoder, cpu, "llama")
+    assert "bidirectional" in unavailable("openvino_fp32", tagger, cpu, "llama", bidirectional=True)
 
 
 def test_cpu_flags_are_read_from_cpuinfo():
@@ -305,3 +318,36 @@ def test_cpu_flags_are_read_from_cpuinfo():
     )
     assert cpu_flags(text) == ("Some Xeon", ["avx2", "avx512f", "avx512_vnni", "amx_bf16"])
     assert cpu_flags("") == ("unknown", [])
+
+
+def test_windows_sized_to_each_document_are_measured_and_kept_only_within_budget(tiny_mlm_run, tmp_path, monkeypatch):
+    import toolkit.deploy.export as export
+
+    manifest = export_run(tiny_mlm_run, tmp_path / "measured", precision="fp32", parity_docs=5)
+    fitted = manifest["windowing"]["fitted"]
+    tagger = load_predictor(tmp_path / "measured")
+    assert fitted["window_limit"] == tagger.position_limit() and manifest["windowing"]["max_length"] == 128
+    within = manifest["parity"]["pytorch_span_f1"] - fitted["span_f1"] <= 0.01
+    assert fitted["kept"] == (within and fitted["docs_per_second"] > manifest["paths"]["onnx_fp32"]["docs_per_second"])
+    assert tagger.window_limit == (fitted["window_limit"] if fitted["kept"] else None)
+
+    # Made faster (each timing beats the last), within a loose budget: kept, and the artifact reads them.
+    calls = iter(range(1, 100))
+    monkeypatch.setattr(export, "_single_document_speed", lambda p, t: {"docs_per_second": float(next(calls))})
+    manifest = export_run(
+        tiny_mlm_run, tmp_path / "kept", precision="fp32", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0)
+    )
+    assert manifest["windowing"]["fitted"]["kept"]
+    artifact = load_predictor(tmp_path / "kept")
+    assert artifact.window_limit == manifest["windowing"]["fitted"]["window_limit"] > 128
+    run = open_run(tiny_mlm_run)
+    # Each sample document three times over: longer than the trained 128-token windows.
+    texts = [" ".join([r.text] * 3) for r in records_for(run, run.recipe.data.dev, 5)]
+    reference = load_predictor(run)
+    assert len(artifact.windows(texts)) < len(reference.windows(texts))
+    reference.window_limit = artifact.window_limit
+    strip = lambda docs: [[(s.start, s.end, s.label) for s in d] for d in docs]  # noqa: E731
+    assert strip(artifact.predict(texts)) == strip(reference.predict(texts))
+    # --windows trained keeps the run's windows and measures nothing.
+    manifest = export_run(tiny_mlm_run, tmp_path / "trained", precision="fp32", parity_docs=5, windows="trained")
+    assert "fitted" not in manifest["windowing"] and load_predictor(tmp_path / "trained").window_limit is None

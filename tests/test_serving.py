@@ -195,6 +195,27 @@ def test_sustained_load_answers_equal_single_requests(server):
 
 
 @pytest.mark.slow
+def test_an_openvino_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
+    """The OpenVINO path (bf16 where the CPU has bf16 units): one infer request shared by the service's threads
+    under a lock, so answers under load equal answers alone."""
+    from toolkit.deploy.export import ParityBudgets, export_run
+    from toolkit.hardware import describe
+
+    artifact = tmp_path / "openvino"
+    export_run(
+        tiny_mlm_run,
+        artifact,
+        precision="openvino_bf16" if describe()["bf16"] else "openvino_fp32",
+        parity_docs=5,
+        budgets=ParityBudgets(max_f1_drop=1.0),
+    )
+    with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
+        status, info = server.get("/info")
+        assert status == 200 and json.loads(info)["runtime"] == "openvino"
+        _sustained_load(server, {})
+
+
+@pytest.mark.slow
 def test_a_pytorch_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
     """The PyTorch path (bf16 where the CPU has bf16 units) serves the same answers under load as alone."""
     from toolkit.deploy.export import ParityBudgets, export_run

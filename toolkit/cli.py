@@ -492,7 +492,7 @@ def export_(
         typer.Option(
             help="auto: measure every path this machine allows and keep the fastest within budget; or one path: "
             "onnx_fp32 (fp32), onnx_fused (fused), onnx_int8 (int8: blockwise 8-bit weights), pytorch_fp32 (pytorch), "
-            "pytorch_bf16 (bf16)."
+            "pytorch_bf16 (bf16), openvino_fp32, openvino_bf16 (OpenVINO, where it is installed)."
         ),
     ] = "auto",
     quantize: Annotated[str | None, typer.Option(hidden=True, help="Older name of --precision.")] = None,
@@ -511,6 +511,13 @@ def export_(
     max_f1_drop: Annotated[
         float, typer.Option(help="Budget of every path: span-F1 drop from PyTorch fp32 (0.01 = one point).")
     ] = 0.01,
+    windows: Annotated[
+        str,
+        typer.Option(
+            help="Taggers: auto: also measure windows sized to each document (one pass when it fits the model's "
+            "positions) and keep them within the F1 budget when faster; trained: the run's windows."
+        ),
+    ] = "auto",
     overwrite: Annotated[bool, typer.Option(help="Replace an existing artifact directory.")] = False,
 ) -> None:
     """Export a run to a self-contained artifact (ONNX or PyTorch, the fastest path within budget on this machine);
@@ -518,7 +525,14 @@ def export_(
     from toolkit.deploy.export import ParityBudgets, export_run, export_table
 
     manifest = export_run(
-        run_path, out, quantize or precision, ParityBudgets(max_logit_diff, max_f1_drop), data, parity_docs, overwrite
+        run_path,
+        out,
+        quantize or precision,
+        ParityBudgets(max_logit_diff, max_f1_drop),
+        data,
+        parity_docs,
+        overwrite,
+        windows,
     )
     p, hw = manifest["parity"], manifest["hardware"]
     console.print(

@@ -49,6 +49,7 @@ MODEL_DIR = "model"
 META_FILE = "toolkit.json"
 MANIFEST = "manifest.json"
 ONNX_FILE = "model.onnx"
+OPENVINO_WEIGHTS = "openvino_model.bin"  # an OpenVINO artifact's weights (infer/openvino_model.py)
 ARTIFACT_FORMAT = 1
 
 
@@ -62,8 +63,11 @@ _FLAT_GENERATION_KEYS = tuple(k for k in GenerationConfig.model_fields if k != "
 class ExportInfo(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str  # the export path chosen (deploy.export.PATHS)
-    runtime: Literal["onnx", "pytorch"]
+    runtime: Literal["onnx", "pytorch", "openvino"]
     precision: str
+    # Taggers: windows sized to each document up to this many tokens (one pass when a document fits), where
+    # export measured it within the parity budget and faster; None: the trained windows.
+    window_limit: int | None = None
 
 
 class ModelMeta(BaseModel):
@@ -209,7 +213,7 @@ def is_artifact(path: Path) -> bool:
 
 def weights_file(manifest: dict) -> str:
     """The file of an artifact's manifest that holds its weights (its version is that file's sha256)."""
-    return next(name for name in (ONNX_FILE, "model.safetensors") if name in manifest["files"])
+    return next(name for name in (ONNX_FILE, OPENVINO_WEIGHTS, "model.safetensors") if name in manifest["files"])
 
 
 def model_dir_of(path: Path) -> Path:
@@ -288,8 +292,15 @@ class Run:
 
     @property
     def runtime(self) -> str:
-        """ "onnx" (ONNX Runtime) or "pytorch"."""
+        """ "onnx" (ONNX Runtime), "openvino" or "pytorch"."""
+        if self.meta.export is not None and self.meta.export.runtime == "openvino":
+            return "openvino"
         return "onnx" if (self.model_dir / ONNX_FILE).is_file() else "pytorch"
+
+    @property
+    def window_limit(self) -> int | None:
+        """Tokens per window an artifact's tagger sizes its windows up to (None: the trained windows)."""
+        return self.meta.export.window_limit if self.meta.export is not None else None
 
     @property
     def autocast(self) -> str | None:

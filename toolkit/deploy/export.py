@@ -33,6 +33,7 @@ from toolkit.deploy.model_card import write_model_card
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
+from toolkit.infer.openvino_model import convert_onnx, openvino_available
 from toolkit.infer.selector import SELECTOR_FILE
 from toolkit.registry import Task
 from toolkit.rundir import (
@@ -179,6 +180,9 @@ PATHS = {
     "onnx_int8": ("onnx", "int8"),
     "pytorch_fp32": ("pytorch", "fp32"),
     "pytorch_bf16": ("pytorch", "bf16"),  # the fp32 weights run under bf16 autocast
+    # OpenVINO compiles the onnx_fp32 graph for this CPU: fp32, or bf16 matmuls on AMX / AVX-512 bf16 units.
+    "openvino_fp32": ("openvino", "fp32"),
+    "openvino_bf16": ("openvino", "bf16"),
 }
 ALIASES = {
     "fp32": "onnx_fp32",
@@ -187,7 +191,8 @@ ALIASES = {
     "bf16": "pytorch_bf16",
     "pytorch": "pytorch_fp32",
 }
-EXACT = ("onnx_fp32", "onnx_fused", "pytorch_fp32")  # fp32 arithmetic: gated on the logits as well as on F1
+# fp32 arithmetic: gated on the logits as well as on F1
+EXACT = ("onnx_fp32", "onnx_fused", "pytorch_fp32", "openvino_fp32")
 # Hugging Face model types that ONNX Runtime's transformer optimizer fuses as BERT-like encoders.
 FUSION_MODEL_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert", "electra": "bert"}
 
@@ -208,8 +213,12 @@ def unavailable(name: str, spec: Task, hardware: dict, model_type: str, bidirect
     """Why `name` cannot be built here for this task and model (None: it can); `bidirectional`: a decoder
     whose causal mask was removed (model.attention). Pure."""
     runtime, precision = PATHS[name]
-    if runtime == "onnx" and bidirectional:
+    if runtime in ("onnx", "openvino") and bidirectional:
         return "optimum exports a decoder's causal graph: its bidirectional attention (model.attention) runs in PyTorch"
+    if runtime == "openvino" and spec.generates:
+        return "decoders are packaged as ONNX Runtime graphs with a KV cache"
+    if runtime == "openvino" and not openvino_available():
+        return "OpenVINO is not installed (pip install openvino)"
     if runtime == "pytorch" and spec.generates:
         return "decoders are packaged as ONNX graphs with a KV cache"
     if precision == "bf16" and not hardware["bf16"]:
@@ -252,6 +261,32 @@ def _single_document_speed(predictor, texts: list[str]) -> dict:
     return {"speed_documents": len(texts), "docs_per_second": round(len(texts) / seconds, 2)}
 
 
+def _fitted_windows(predictor, records, timed: list[str], reference_f1: float, speed: float, budgets) -> dict:
+    """A tagger read with windows sized to each document up to the model's position limit (one pass when a
+    document fits, else the fewest windows) instead of the trained windows: its span F1 on the parity
+    documents and single-document speed. Kept only within the F1 budget and when faster; the context a
+    window sees then differs from training, so parity is measured, never assumed."""
+    limit = predictor.position_limit()
+    texts = [r.text for r in records]
+    trained = predictor.window_limit
+    predictor.window_limit = limit
+    try:
+        f1 = _span_f1(records, predictor.predict(texts))
+        fitted_speed = _single_document_speed(predictor, timed)["docs_per_second"]
+    finally:
+        predictor.window_limit = trained
+    drop = reference_f1 - f1
+    kept = drop <= budgets.max_f1_drop and fitted_speed > speed
+    why = (
+        "within the F1 budget and faster"
+        if kept
+        else f"span F1 drop {drop:.4f} > {budgets.max_f1_drop}"
+        if drop > budgets.max_f1_drop
+        else f"not faster ({fitted_speed} vs {speed} docs/s)"
+    )
+    return {"window_limit": limit, "span_f1": f1, "docs_per_second": fitted_speed, "kept": kept, "why": why}
+
+
 def _within_budget(reference_f1: float, figures: dict, budgets: ParityBudgets, exact: bool) -> list[str]:
     problems = []
     if exact and figures["max_logit_diff"] > budgets.max_logit_diff:
@@ -271,6 +306,9 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
         shutil.copytree(run.model_dir, directory, ignore=shutil.ignore_patterns("adapter", "checkpoint-*"))
     elif name == "onnx_fp32":
         _onnx_export(run.model_dir, directory, run.spec)
+    elif runtime == "openvino":
+        shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
+        convert_onnx(built["onnx_fp32"] / ONNX_FILE, directory)
     else:
         shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
         if name == "onnx_int8":
@@ -305,17 +343,21 @@ def export_run(
     data: str | None = None,
     parity_docs: int = 64,
     overwrite: bool = False,
+    windows: str = "auto",
 ) -> dict:
     """Build, gate, measure and write an artifact atomically; returns the manifest.
 
     `precision` names one path of PATHS (or an alias), or `auto`: every path this machine and task allow
     is built, checked for parity against the run's PyTorch fp32 model on the parity documents and timed
     one document at a time, and the fastest within budget is kept. The manifest records every path's
-    parity and speed (or why it was skipped) and which one was chosen."""
+    parity and speed (or why it was skipped) and which one was chosen. `windows` (taggers): `auto` also
+    measures windows sized to each document on the chosen path (`_fitted_windows`), `trained` keeps the run's."""
     from toolkit import __version__
     from toolkit.hardware import describe, fit_threads, measure_conditions
 
     requested = resolve_path(precision)
+    if windows not in ("auto", "trained"):
+        raise ToolkitError(f"windows {windows!r} is not supported", fix="use auto or trained")
     out = Path(out)
     run = open_run(run_path)  # resolved once: model folder, toolkit.json, config.yaml
     meta, task, spec = run.meta, run.task, run.spec
@@ -337,8 +379,8 @@ def export_run(
             f"{run.path}: cannot export {requested}: {skipped[requested]}", fix="choose another --precision, or auto"
         )
     wanted = [n for n in PATHS if n not in skipped] if requested == "auto" else [requested]
-    if any(PATHS[n][0] == "onnx" for n in wanted) and "onnx_fp32" not in wanted:
-        wanted.insert(0, "onnx_fp32")  # the graph the other ONNX paths are made from
+    if any(PATHS[n][0] in ("onnx", "openvino") for n in wanted) and "onnx_fp32" not in wanted:
+        wanted.insert(0, "onnx_fp32")  # the graph the other ONNX and the OpenVINO paths are made from
     records, source = parity_documents(run, data, parity_docs)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -354,13 +396,13 @@ def export_run(
         timed = texts[: spec.speed_docs]
         reference = load_predictor(run)
         if spec.generates:
-            windows, outputs, group = reference.views(texts)[0], _generator_outputs, None
+            parity_windows, outputs, group = reference.views(texts)[0], _generator_outputs, None
         else:
-            windows, outputs = reference.windows(texts), _tagger_outputs
+            parity_windows, outputs = reference.windows(texts), _tagger_outputs
             # Multi-label tagger outputs are an O/B/I softmax per label: compare the decision within each group
             # of three; a segment model's outputs are one sigmoid per label (group 0: the sign).
             group = 0 if spec.outputs == "segment_scores" else 3 if reference.space.multi_label else None
-        ref = outputs(reference, texts, windows)
+        ref = outputs(reference, texts, parity_windows)
         reference_f1 = _span_f1(records, ref[1])
         del reference
         parity = {"documents": len(records), "source": source, "pytorch_span_f1": reference_f1}
@@ -368,10 +410,11 @@ def export_run(
         problems, predictors = {}, {}
         for name, directory in built.items():
             predictor = predictors[name] = load_predictor(directory)
-            figures = parity[name] = {**_parity(ref, outputs(predictor, texts, windows), records, group), **notes[name]}
+            candidate = outputs(predictor, texts, parity_windows)
+            figures = parity[name] = {**_parity(ref, candidate, records, group), **notes[name]}
             paths[name] = {"span_f1": figures["span_f1"], **_single_document_speed(predictor, timed)}
             problems[name] = _within_budget(reference_f1, figures, budgets, exact=name in EXACT)
-            if name != "onnx_fp32" and PATHS[name][0] == "onnx" and problems.get("onnx_fp32"):
+            if name != "onnx_fp32" and PATHS[name][0] in ("onnx", "openvino") and problems.get("onnx_fp32"):
                 problems[name] = [*problems[name], "made from the onnx_fp32 graph, which failed its gate"]
         passing = [name for name in built if not problems[name]]
         chosen = (
@@ -392,6 +435,18 @@ def export_run(
         for name in paths:
             paths[name]["chosen"] = name == chosen
         artifact = built[chosen]
+        windowing: dict = {"max_length": meta.max_length, "stride": meta.stride}
+        if spec.outputs == "tags" and windows == "auto":
+            windowing["fitted"] = fitted = _fitted_windows(
+                predictors[chosen], records, timed, reference_f1, paths[chosen]["docs_per_second"], budgets
+            )
+            if fitted["kept"]:
+                runtime, precision_ = PATHS[chosen]
+                export = ExportInfo(
+                    path=chosen, runtime=runtime, precision=precision_, window_limit=fitted["window_limit"]
+                )
+                write_meta(artifact, meta.model_copy(update={"export": export}))
+                predictors[chosen] = load_predictor(artifact)  # its throughput below is measured as it will run
         # The model card is written before the manifest, so its checksum is listed like every other file.
         write_model_card(
             run,
@@ -416,7 +471,7 @@ def export_run(
                 "model_id": f"{run.path.name}-{chosen}",
                 "source_run": str(run.path.resolve()),
                 "labels": meta.labels,
-                "windowing": {"max_length": meta.max_length, "stride": meta.stride},
+                "windowing": windowing,
                 **({"decoding": meta.decoding} if not spec.generates else {}),
                 "parity": parity,
                 "budgets": asdict(budgets),

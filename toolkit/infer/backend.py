@@ -1,4 +1,5 @@
-"""Loading a saved model for inference: PyTorch from a run's model/ folder, ONNX Runtime from an artifact."""
+"""Loading a saved model for inference: PyTorch from a run's model/ folder, ONNX Runtime or OpenVINO from an
+artifact."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) 
 
     run = run if isinstance(run, Run) else open_run(run)
     directory, meta = run.model_dir, run.meta
+    if run.runtime == "openvino":
+        from toolkit.hardware import inference_threads
+        from toolkit.infer.openvino_model import OpenVINOTokenClassifier
+
+        model = OpenVINOTokenClassifier(directory, meta.export.precision, inference_threads())
+        return model, load_tokenizer(str(directory)), meta, "cpu"
     if run.runtime == "onnx":
         import optimum.onnxruntime as ort_models
 

@@ -15,7 +15,7 @@ import numpy as np
 from toolkit.infer.backend import autocast_context, load_model_dir
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan, decode_documents
-from toolkit.spans.windows import Window, make_windows
+from toolkit.spans.windows import Window, make_fitted_windows, make_windows
 
 
 class Tagger:
@@ -32,9 +32,12 @@ class Tagger:
         self.autocast: str | None = None
         # True: one window per forward pass. PyTorch picks matmul kernels by shape, so a window padded to
         # its batch's width gets scores that move in the last bits (measured under bf16: docs/benchmarks.md);
-        # alone, its answer never depends on its neighbours. ONNX Runtime's answers
-        # do not move with padding, so ONNX batches.
+        # alone, its answer never depends on its neighbours. OpenVINO's fp32 kernels move the same way (seen in
+        # tests/test_batch_invariance.py). ONNX Runtime's answers do not move with padding, so ONNX batches.
         self.window_alone = False
+        # An int: windows sized to each document up to this many tokens, a document that fits read in one pass
+        # (export chooses it where it measured parity and speed); None: the trained max_length and stride.
+        self.window_limit: int | None = None
         self.last_report: dict = {}
 
     @classmethod
@@ -43,11 +46,24 @@ class Tagger:
         tagger = cls(*load_model_dir(run, "AutoModelForTokenClassification", device))
         # An exported PyTorch model runs as its export measured it: its precision, batch-invariant.
         tagger.autocast = run.autocast
-        tagger.window_alone = run.is_artifact and run.runtime == "pytorch"
+        tagger.window_alone = run.is_artifact and run.runtime in ("pytorch", "openvino")
+        tagger.window_limit = run.window_limit
         return tagger
 
     def windows(self, texts: Sequence[str]) -> list[Window]:
+        if self.window_limit is not None:
+            return make_fitted_windows(self.tokenizer, texts, self.window_limit, self.meta.stride)
         return make_windows(self.tokenizer, texts, self.meta.max_length, self.meta.stride)
+
+    def position_limit(self) -> int:
+        """The most tokens one window can hold: the model's positions (less a padding offset, RoBERTa-style),
+        and the tokenizer's stated maximum where it states one."""
+        config = self.model.config
+        limit = getattr(config, "max_position_embeddings", None) or self.meta.max_length
+        if getattr(config, "model_type", "") in {"roberta", "xlm-roberta", "mpnet", "camembert"}:
+            limit -= (config.pad_token_id or 0) + 1  # positions start after the padding index
+        stated = getattr(self.tokenizer, "model_max_length", None)
+        return min(limit, stated) if stated and stated < 10**6 else limit
 
     def logits(self, windows: Sequence[Window], batch_size: int = 16) -> list[np.ndarray]:
         """Per-window logits [tokens, outputs]; windows are batched by length to limit padding."""

@@ -42,6 +42,35 @@ def make_windows(tokenizer, texts: Sequence[str], max_length: int, stride: int, 
     return out
 
 
+def fitted_max_length(content_tokens: int, special_tokens: int, limit: int, stride: int) -> int:
+    """The window length (special tokens included) that reads a document of `content_tokens` in the fewest
+    windows of at most `limit` tokens sharing `stride`, the windows as even as that count allows. A document
+    that fits gets `limit` (its one window is as long as the document: windows are not padded)."""
+    room = limit - special_tokens
+    if room <= stride:
+        raise ValueError(f"a window of {limit} tokens has no room beyond {special_tokens} special and {stride} shared")
+    if content_tokens <= room:
+        return limit
+    windows = 1 + -(-(content_tokens - room) // (room - stride))
+    return special_tokens + -(-(content_tokens + (windows - 1) * stride) // windows)
+
+
+def make_fitted_windows(tokenizer, texts: Sequence[str], limit: int, stride: int) -> list[Window]:
+    """Windows sized to each document (`fitted_max_length`) instead of one trained length: a document that
+    fits `limit` is read in one pass, a longer one in the fewest windows. Documents are in order."""
+    specials = tokenizer.num_special_tokens_to_add()
+    lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+    by_length: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        by_length.setdefault(fitted_max_length(n, specials, limit, stride), []).append(i)
+    out: list[Window] = []
+    for max_length, docs in by_length.items():
+        for w in make_windows(tokenizer, [texts[i] for i in docs], max_length, stride):
+            out.append(Window(docs[w.doc], w.input_ids, w.offsets, w.word_ids))
+    out.sort(key=lambda w: w.doc)  # stable: a document's windows keep their order
+    return out
+
+
 @dataclass(frozen=True)
 class TextWindow:
     doc: int
