@@ -86,34 +86,39 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
         "onnx_fp32": (artifact(run, "fp32"), None),
         "onnx_int8": (artifact(run, "int8"), None),
         "pytorch_bf16": (run, None),  # the toolkit Tagger under bf16 autocast; the pipeline row is plain fp32 PyTorch
+        # OpenVINO artifacts run only through the toolkit's Tagger (the HF pipeline takes no OpenVINO model here).
+        "openvino_fp32": (artifact(run, "openvino_fp32"), None),
+        "openvino_bf16": (artifact(run, "openvino_bf16"), None),
         # The path `toolkit export` (--precision auto) chose on this machine, loaded as the service loads it.
         "chosen": (artifact(run, "auto"), None),
     }
     out: dict = {"documents": len(texts), "torch_threads": torch.get_num_threads(), "repeat": repeat, "cpu": cpu_line()}
     print(out["cpu"], flush=True)
     for name, (path, model) in variants.items():
-        chosen_runtime = json.loads((path / "manifest.json").read_text())["runtime"] if name == "chosen" else None
-        if name == "pytorch_bf16" or chosen_runtime == "pytorch":
+        runtime = json.loads((path / "manifest.json").read_text())["runtime"] if path != run else "pytorch"
+        if runtime == "pytorch":
             model = variants["pytorch"][1]
-        if model is None:
+        if model is None and runtime == "onnx":
             model = ORTModelForTokenClassification.from_pretrained(path, file_name="model.onnx")
-        pipe = pipeline(
-            "token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="first", device="cpu"
-        )
+        pipe = None
+        if model is not None:
+            pipe = pipeline(
+                "token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="first", device="cpu"
+            )
         tagger = Tagger.load(path)
         if name == "pytorch_bf16":
             tagger.autocast = "bfloat16"
         if name == "chosen":
             out["chosen_path"] = json.loads((path / "manifest.json").read_text())["path"]
-        pipe(texts[0]), tagger.predict([texts[0]])  # warm-up
-        timings: dict[str, list[float]] = {"hf_pipeline": [], "toolkit_tagger": []}
-        preds: dict[str, list] = {"hf_pipeline": [], "toolkit_tagger": []}
+        calls = {"toolkit_tagger": lambda text, t=tagger: t.predict([text])[0]}
+        if pipe is not None:
+            calls = {"hf_pipeline": lambda text, p=pipe: pipeline_spans(p, text), **calls}
+        timings: dict[str, list[float]] = {kind: [] for kind in calls}
+        preds: dict[str, list] = {kind: [] for kind in calls}
         # One path at a time over all documents: interleaving two onnxruntime sessions lets one
         # session's spinning threads take the cores from the other's next call.
-        for kind, call in (
-            ("hf_pipeline", lambda text, p=pipe: pipeline_spans(p, text)),
-            ("toolkit_tagger", lambda text, t=tagger: t.predict([text])[0]),
-        ):
+        for kind, call in calls.items():
+            call(texts[0])  # warm-up
             for r in range(repeat):
                 for text in texts:
                     t = time.perf_counter()
@@ -121,19 +126,17 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
                     timings[kind].append(time.perf_counter() - t)
                     if r == 0:
                         preds[kind].append(spans)
-        pipe_preds, tagger_preds = preds["hf_pipeline"], preds["toolkit_tagger"]
         out[name] = {
-            "hf_pipeline": {**latency_stats(timings["hf_pipeline"]), "span_f1": f1_of(records, pipe_preds)},
-            "toolkit_tagger": {**latency_stats(timings["toolkit_tagger"]), "span_f1": f1_of(records, tagger_preds)},
+            **{kind: {**latency_stats(timings[kind]), "span_f1": f1_of(records, preds[kind])} for kind in calls},
+            "window_limit": tagger.window_limit,
             "model_bytes": sum(p.stat().st_size for p in Path(path).rglob("*.onnx"))
+            or sum(p.stat().st_size for p in Path(path).rglob("openvino_model.bin"))
             or next(Path(path).rglob("model.safetensors")).stat().st_size,
         }
         print(name, json.dumps(out[name]), flush=True)
     for kind in ("hf_pipeline", "toolkit_tagger"):
         base = out["pytorch"][kind]["p50_ms"]
-        out[f"speedup_p50_{kind}"] = {
-            v: round(base / out[v][kind]["p50_ms"], 2) for v in ("onnx_fp32", "onnx_int8", "pytorch_bf16", "chosen")
-        }
+        out[f"speedup_p50_{kind}"] = {v: round(base / out[v][kind]["p50_ms"], 2) for v in variants if kind in out[v]}
     # The toolkit's paths against the plain Hugging Face pipeline in PyTorch fp32 (the baseline a user starts from).
     base = out["pytorch"]["hf_pipeline"]["p50_ms"]
     out["tagger_vs_hf_pipeline_fp32_p50"] = {v: round(base / out[v]["toolkit_tagger"]["p50_ms"], 2) for v in variants}

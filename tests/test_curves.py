@@ -105,6 +105,14 @@ def test_summarize_curves_reads_each_system_at_its_last_point_within_the_budget(
     s = summarize_curves(curves, [3])
     assert s["common_budget_seconds"] == 10.0
     assert s["at_common_budget"]["a"]["step"] == 20 and s["at_common_budget"]["b"]["step"] == 10
+    # Two runs given 240 s: each stops at the first step that ends past it, so their last points differ by
+    # less than a step; both are read at their last point.
+    budget = {
+        "fast": {"points": [point(100, 120.4, 0.1), point(200, 241.1, 0.2)]},  # 1.2 s steps
+        "slow": {"points": [point(12, 123.9, 0.0), point(24, 246.7, 0.3)]},  # 10.3 s steps
+    }
+    s = summarize_curves(budget, [3])
+    assert s["at_common_budget"]["fast"]["step"] == 200 and s["at_common_budget"]["slow"]["step"] == 24
 
 
 def test_a_resumed_run_keeps_its_training_clock(tmp_path):

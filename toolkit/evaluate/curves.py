@@ -26,8 +26,10 @@ def curve_metrics(tolerances: list[int]) -> list[str]:
 
 
 def at_budget(points: list[dict], seconds: float) -> dict | None:
-    """The last point a run had reached by `seconds` of training (its checkpoint then)."""
-    reached = [p for p in points if p["train_seconds"] <= seconds + 1e-6]
+    """The last point a run had reached by `seconds` of training (its checkpoint then). A step is never cut,
+    so a run stopped by a time budget checkpoints up to one step after it: a point whose last step began
+    by `seconds` (its seconds less its mean step time) counts as reached."""
+    reached = [p for p in points if p["train_seconds"] - p["train_seconds"] / max(1, p["step"]) <= seconds + 1e-6]
     return reached[-1] if reached else None
 
 
