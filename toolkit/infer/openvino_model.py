@@ -17,6 +17,7 @@ from pathlib import Path
 OPENVINO_FILE = "openvino_model.xml"  # with openvino_model.bin beside it
 # export precision -> OpenVINO's inference precision hint
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16"}
+PAD_MULTIPLE = 64
 
 
 def openvino_available() -> bool:
@@ -47,6 +48,7 @@ class OpenVINOTokenClassifier:
         from transformers import AutoConfig
 
         self.config = AutoConfig.from_pretrained(directory)
+        self.pad_id = self.config.pad_token_id or 0
         properties = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision], "PERFORMANCE_HINT": "LATENCY"}
         if threads:
             properties["INFERENCE_NUM_THREADS"] = threads
@@ -64,10 +66,17 @@ class OpenVINOTokenClassifier:
         import numpy as np
         import torch
 
+        width = input_ids.shape[1]
+        # OpenVINO's CPU plugin prepares kernels for each new input shape; rounding the width up to a multiple
+        # of PAD_MULTIPLE lets shapes repeat (padding is masked; the logits of real tokens are kept).
+        padded = -(-width // PAD_MULTIPLE) * PAD_MULTIPLE
+        if padded != width:
+            input_ids = torch.nn.functional.pad(input_ids, (0, padded - width), value=self.pad_id)
+            attention_mask = torch.nn.functional.pad(attention_mask, (0, padded - width), value=0)
         feeds = {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
         with self._lock:
             logits = self._request.infer({k: v for k, v in feeds.items() if k in self.input_names})
-            out = torch.from_numpy(np.array(logits[self.compiled.output(0)], dtype=np.float32))
+            out = torch.from_numpy(np.array(logits[self.compiled.output(0)][:, :width], dtype=np.float32))
         return _Output(out)
