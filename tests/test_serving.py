@@ -195,43 +195,26 @@ def test_sustained_load_answers_equal_single_requests(server):
 
 
 @pytest.mark.slow
-def test_an_openvino_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
-    """The OpenVINO path (bf16 where the CPU has bf16 units): one infer request shared by the service's threads
-    under a lock, so answers under load equal answers alone."""
+@pytest.mark.parametrize(
+    "runtime, bf16_path, fp32_path", [("pytorch", "bf16", "pytorch"), ("openvino", "openvino_bf16", "openvino_fp32")]
+)
+def test_a_runtime_artifact_under_sustained_load(runtime, bf16_path, fp32_path, tiny_mlm_run, tmp_path):
+    """The PyTorch and OpenVINO paths (bf16 where the CPU has bf16 units) serve the same answers under load as
+    alone (OpenVINO: one infer request shared by the service's threads under a lock)."""
     from toolkit.deploy.export import ParityBudgets, export_run
     from toolkit.hardware import describe
 
-    artifact = tmp_path / "openvino"
+    artifact = tmp_path / runtime
     export_run(
         tiny_mlm_run,
         artifact,
-        precision="openvino_bf16" if describe()["bf16"] else "openvino_fp32",
+        precision=bf16_path if describe()["bf16"] else fp32_path,
         parity_docs=5,
         budgets=ParityBudgets(max_f1_drop=1.0),
     )
     with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
         status, info = server.get("/info")
-        assert status == 200 and json.loads(info)["runtime"] == "openvino"
-        _sustained_load(server, {})
-
-
-@pytest.mark.slow
-def test_a_pytorch_artifact_under_sustained_load(tiny_mlm_run, tmp_path):
-    """The PyTorch path (bf16 where the CPU has bf16 units) serves the same answers under load as alone."""
-    from toolkit.deploy.export import ParityBudgets, export_run
-    from toolkit.hardware import describe
-
-    artifact = tmp_path / "pytorch"
-    export_run(
-        tiny_mlm_run,
-        artifact,
-        precision="bf16" if describe()["bf16"] else "pytorch",
-        parity_docs=5,
-        budgets=ParityBudgets(max_f1_drop=1.0),
-    )
-    with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
-        status, info = server.get("/info")
-        assert status == 200 and json.loads(info)["runtime"] == "pytorch"
+        assert status == 200 and json.loads(info)["runtime"] == runtime
         _sustained_load(server, {})
 
 

@@ -193,6 +193,7 @@ ALIASES = {
 }
 # fp32 arithmetic: gated on the logits as well as on F1
 EXACT = ("onnx_fp32", "onnx_fused", "pytorch_fp32", "openvino_fp32")
+FROM_ONNX_GRAPH = ("onnx", "openvino")  # runtimes whose paths are made from the onnx_fp32 graph
 # Hugging Face model types that ONNX Runtime's transformer optimizer fuses as BERT-like encoders.
 FUSION_MODEL_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert", "electra": "bert"}
 
@@ -213,14 +214,12 @@ def unavailable(name: str, spec: Task, hardware: dict, model_type: str, bidirect
     """Why `name` cannot be built here for this task and model (None: it can); `bidirectional`: a decoder
     whose causal mask was removed (model.attention). Pure."""
     runtime, precision = PATHS[name]
-    if runtime in ("onnx", "openvino") and bidirectional:
+    if runtime in FROM_ONNX_GRAPH and bidirectional:
         return "optimum exports a decoder's causal graph: its bidirectional attention (model.attention) runs in PyTorch"
-    if runtime == "openvino" and spec.generates:
+    if runtime in ("pytorch", "openvino") and spec.generates:
         return "decoders are packaged as ONNX Runtime graphs with a KV cache"
     if runtime == "openvino" and not openvino_available():
         return "OpenVINO is not installed (pip install openvino)"
-    if runtime == "pytorch" and spec.generates:
-        return "decoders are packaged as ONNX graphs with a KV cache"
     if precision == "bf16" and not hardware["bf16"]:
         return "this machine has no bf16 units (avx512_bf16 or amx_bf16) and no CUDA device"
     if name == "onnx_fused" and spec.generates:
@@ -306,12 +305,11 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
         shutil.copytree(run.model_dir, directory, ignore=shutil.ignore_patterns("adapter", "checkpoint-*"))
     elif name == "onnx_fp32":
         _onnx_export(run.model_dir, directory, run.spec)
-    elif runtime == "openvino":
-        shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
-        convert_onnx(built["onnx_fp32"] / ONNX_FILE, directory)
     else:
         shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
-        if name == "onnx_int8":
+        if runtime == "openvino":
+            convert_onnx(built["onnx_fp32"] / ONNX_FILE, directory)
+        elif name == "onnx_int8":
             _quantize_int8(built["onnx_fp32"] / ONNX_FILE, directory / ONNX_FILE)
             info["scheme"] = f"weights int8 in blocks of {INT8_BLOCK}"
         else:
@@ -379,7 +377,7 @@ def export_run(
             f"{run.path}: cannot export {requested}: {skipped[requested]}", fix="choose another --precision, or auto"
         )
     wanted = [n for n in PATHS if n not in skipped] if requested == "auto" else [requested]
-    if any(PATHS[n][0] in ("onnx", "openvino") for n in wanted) and "onnx_fp32" not in wanted:
+    if any(PATHS[n][0] in FROM_ONNX_GRAPH for n in wanted) and "onnx_fp32" not in wanted:
         wanted.insert(0, "onnx_fp32")  # the graph the other ONNX and the OpenVINO paths are made from
     records, source = parity_documents(run, data, parity_docs)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -414,7 +412,7 @@ def export_run(
             figures = parity[name] = {**_parity(ref, candidate, records, group), **notes[name]}
             paths[name] = {"span_f1": figures["span_f1"], **_single_document_speed(predictor, timed)}
             problems[name] = _within_budget(reference_f1, figures, budgets, exact=name in EXACT)
-            if name != "onnx_fp32" and PATHS[name][0] in ("onnx", "openvino") and problems.get("onnx_fp32"):
+            if name != "onnx_fp32" and PATHS[name][0] in FROM_ONNX_GRAPH and problems.get("onnx_fp32"):
                 problems[name] = [*problems[name], "made from the onnx_fp32 graph, which failed its gate"]
         passing = [name for name in built if not problems[name]]
         chosen = (
@@ -441,12 +439,10 @@ def export_run(
                 predictors[chosen], records, timed, reference_f1, paths[chosen]["docs_per_second"], budgets
             )
             if fitted["kept"]:
-                runtime, precision_ = PATHS[chosen]
-                export = ExportInfo(
-                    path=chosen, runtime=runtime, precision=precision_, window_limit=fitted["window_limit"]
-                )
-                write_meta(artifact, meta.model_copy(update={"export": export}))
-                predictors[chosen] = load_predictor(artifact)  # its throughput below is measured as it will run
+                written = open_run(artifact).meta  # as _build wrote it, with its export entry
+                export = written.export.model_copy(update={"window_limit": fitted["window_limit"]})
+                write_meta(artifact, written.model_copy(update={"export": export}))
+                predictors[chosen].window_limit = fitted["window_limit"]  # the throughput below: as it will run
         # The model card is written before the manifest, so its checksum is listed like every other file.
         write_model_card(
             run,

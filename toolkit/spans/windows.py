@@ -57,13 +57,23 @@ def fitted_max_length(content_tokens: int, special_tokens: int, limit: int, stri
 
 def make_fitted_windows(tokenizer, texts: Sequence[str], limit: int, stride: int) -> list[Window]:
     """Windows sized to each document (`fitted_max_length`) instead of one trained length: a document that
-    fits `limit` is read in one pass, a longer one in the fewest windows. Documents are in order."""
+    fits `limit` is read in one pass, a longer one in the fewest windows. Documents are in order.
+
+    Every document is tokenized once at `limit`; only those that take more than one window are tokenized
+    again at their fitted length (their token count follows from the first windows and the stride)."""
     specials = tokenizer.num_special_tokens_to_add()
-    lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+    first = make_windows(tokenizer, texts, limit, stride)
+    by_doc: dict[int, list[Window]] = {}
+    for w in first:
+        by_doc.setdefault(w.doc, []).append(w)
     by_length: dict[int, list[int]] = {}
-    for i, n in enumerate(lengths):
-        by_length.setdefault(fitted_max_length(n, specials, limit, stride), []).append(i)
-    out: list[Window] = []
+    for doc, windows in by_doc.items():
+        if len(windows) > 1:
+            content = sum(len(w.input_ids) - specials for w in windows) - (len(windows) - 1) * stride
+            by_length.setdefault(fitted_max_length(content, specials, limit, stride), []).append(doc)
+    if not by_length:
+        return first
+    out = [w for w in first if len(by_doc[w.doc]) == 1]
     for max_length, docs in by_length.items():
         for w in make_windows(tokenizer, [texts[i] for i in docs], max_length, stride):
             out.append(Window(docs[w.doc], w.input_ids, w.offsets, w.word_ids))

@@ -93,9 +93,7 @@ class TrainingClock(_callback_base()):
         given in seconds would otherwise stop mid-schedule."""
         from torch.optim.lr_scheduler import LambdaLR
 
-        if self.max_seconds is None:
-            raise ValueError("a learning rate scheduled by seconds needs max_seconds")
-        budget = self.max_seconds
+        budget = self.max_seconds  # set: the recipe's validation requires max_seconds with schedule_by=seconds
         # The Trainer keeps an optimizer and scheduler that are already set (create_optimizer honours the
         # task's parameter groups).
         trainer.create_optimizer()
