@@ -2,9 +2,11 @@
 # Every system on one budget plot (issue 29): the encoder tagger and segment classifier (MiniLM), and for each
 # decoder (SmolLM2-135M, Gemma 3 270M) generation, the tagger with causal and with bidirectional attention,
 # and the segment classifier. Each trains BUDGET seconds of training steps (train.max_seconds, learning rate
-# scheduled over the seconds), is scored on the same first DOCS dev documents every BUDGET/2 seconds
+# scheduled over the seconds), is scored on the same first DOCS dev documents every BUDGET/POINTS seconds
 # (eval.curve_docs), and `toolkit compare --curves` puts them side by side with 95% CIs and inference
-# seconds per document.
+# seconds per document. Every system infers at bf16 where the CPU has bf16 units (eval.precision,
+# generation.precision), as an export would choose there. A decoder's evaluation costs far more than its
+# budget (every window of every document, at each point and at the end), so POINTS defaults to 1.
 #
 #   DATASET=cuad BUDGET=300 DOCS=10 bash bench/budget_plot.sh      # CUAD's 4 clause types
 #   DATASET=ncbi BUDGET=300 DOCS=50 bash bench/budget_plot.sh      # NCBI-disease
@@ -18,6 +20,7 @@ T=${T:-.venv/bin/toolkit}
 DATASET=${DATASET:-cuad}
 BUDGET=${BUDGET:-300}
 DOCS=${DOCS:-10}
+POINTS=${POINTS:-1}
 OUT=${OUT:-bench/results/budget_$DATASET}
 ALL="minilm_tagger minilm_segments smollm2_generate smollm2_tagger smollm2_tagger_bidirectional smollm2_segments \
 gemma_generate gemma_tagger gemma_tagger_bidirectional gemma_segments"
@@ -41,10 +44,13 @@ esac
 
 # The same budget, curve and dev documents for every system; the epoch count is only an upper bound.
 COMMON=(
-  "train.max_seconds=$BUDGET" "train.eval_every_seconds=$((BUDGET / 2))" train.schedule_by=seconds
+  "train.max_seconds=$BUDGET" "train.eval_every_seconds=$((BUDGET / POINTS))" train.schedule_by=seconds
   train.eval_every=epoch train.max_steps=-1 train.epochs=50 train.early_stopping_patience=null train.precision=prefer_bf16
   "eval.curve_docs=$DOCS" "data.max_dev_docs=$DOCS" "output_dir=$OUT"
 )
+# Inference precision: classifiers' evaluation, and generation (which serves at the precision it is scored at).
+CLS=(eval.precision=prefer_bf16)
+GEN=(generation.precision=prefer_bf16)
 # LoRA on every attention and MLP projection with a fresh head (LS-LLaMA's setting), at the rate the
 # generating recipes use.
 LORA=(model.lora.enabled=true model.lora.r=16 model.lora.alpha=32 model.lora.dropout=0.05
@@ -62,16 +68,18 @@ run() {  # run NAME RECIPE OVERRIDES...
 
 for s in $SYSTEMS; do
   case $s in
-    minilm_tagger) run $s $TAGGER ;;
-    minilm_segments) run $s "$SEGMENTS" ;;
-    smollm2_generate) run $s $GENERATE model.name=smollm2 ;;
-    smollm2_tagger) run $s $TAGGER model.name=smollm2 "${LORA[@]}" ;;
-    smollm2_tagger_bidirectional) run $s $TAGGER model.name=smollm2 "${LORA[@]}" model.attention=bidirectional ;;
-    smollm2_segments) run $s "$SEGMENTS" model.name=smollm2 "${LORA[@]}" ;;
-    gemma_generate) run $s $GENERATE model.name=gemma3-270m ;;
-    gemma_tagger) run $s $TAGGER model.name=gemma3-270m "${LORA[@]}" ;;
-    gemma_tagger_bidirectional) run $s $TAGGER model.name=gemma3-270m "${LORA[@]}" model.attention=bidirectional ;;
-    gemma_segments) run $s "$SEGMENTS" model.name=gemma3-270m "${LORA[@]}" ;;
+    minilm_tagger) run $s $TAGGER "${CLS[@]}" ;;
+    minilm_segments) run $s "$SEGMENTS" "${CLS[@]}" ;;
+    smollm2_generate) run $s $GENERATE model.name=smollm2 "${GEN[@]}" ;;
+    smollm2_tagger) run $s $TAGGER model.name=smollm2 "${CLS[@]}" "${LORA[@]}" ;;
+    smollm2_tagger_bidirectional)
+      run $s $TAGGER model.name=smollm2 "${CLS[@]}" "${LORA[@]}" model.attention=bidirectional ;;
+    smollm2_segments) run $s "$SEGMENTS" model.name=smollm2 "${CLS[@]}" "${LORA[@]}" ;;
+    gemma_generate) run $s $GENERATE model.name=gemma3-270m "${GEN[@]}" ;;
+    gemma_tagger) run $s $TAGGER model.name=gemma3-270m "${CLS[@]}" "${LORA[@]}" ;;
+    gemma_tagger_bidirectional)
+      run $s $TAGGER model.name=gemma3-270m "${CLS[@]}" "${LORA[@]}" model.attention=bidirectional ;;
+    gemma_segments) run $s "$SEGMENTS" model.name=gemma3-270m "${CLS[@]}" "${LORA[@]}" ;;
     *) echo "unknown system $s; known: $ALL" >&2; exit 1 ;;
   esac
 done

@@ -95,8 +95,15 @@ def test_curves_of_different_documents_are_refused(tiny_bert, tmp_path):
 
 
 def test_summarize_curves_reads_each_system_at_its_last_point_within_the_budget():
-    def point(step, seconds, recall):
-        return {"step": step, "train_seconds": seconds, "metrics": {"boundary_both_recall": recall}, "ci95": {}}
+    def point(step, seconds, recall, autocast=None):
+        return {
+            "step": step,
+            "train_seconds": seconds,
+            "inference_seconds_per_document": 0.5,
+            "inference_autocast": autocast,
+            "metrics": {"boundary_both_recall": recall},
+            "ci95": {},
+        }
 
     curves = {
         "a": {"points": [point(10, 5.0, 0.1), point(20, 10.0, 0.3)]},
@@ -109,10 +116,13 @@ def test_summarize_curves_reads_each_system_at_its_last_point_within_the_budget(
     # less than a step; both are read at their last point.
     budget = {
         "fast": {"points": [point(100, 120.4, 0.1), point(200, 241.1, 0.2)]},  # 1.2 s steps
-        "slow": {"points": [point(12, 123.9, 0.0), point(24, 246.7, 0.3)]},  # 10.3 s steps
+        "slow": {"points": [point(12, 123.9, 0.0), point(24, 246.7, 0.3, "bfloat16")]},  # 10.3 s steps
     }
     s = summarize_curves(budget, [3])
     assert s["at_common_budget"]["fast"]["step"] == 200 and s["at_common_budget"]["slow"]["step"] == 24
+    # Each system's inference seconds are reported with the precision they were measured at.
+    assert s["at_common_budget"]["fast"]["inference_precision"] == "fp32"
+    assert s["at_common_budget"]["slow"]["inference_precision"] == "bf16"
 
 
 def test_a_resumed_run_keeps_its_training_clock(tmp_path):
@@ -179,3 +189,18 @@ def test_budget_settings_are_checked_with_their_fix():
         load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["train.schedule_by=seconds"])
     with pytest.raises(ConfigError, match="eval_every and train.eval_every_seconds"):
         load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["train.eval_every=5", "train.eval_every_seconds=10"])
+    with pytest.raises(ConfigError, match="generation.precision=prefer_bf16"):
+        load_recipe(REPO / "recipes" / "demo_clm.yaml", ["eval.precision=prefer_bf16"])
+
+
+def test_eval_precision_sets_the_curve_and_final_scoring_precision_and_records_it(tiny_bert, tmp_path):
+    from toolkit.infer.backend import preferred_autocast
+
+    result = tagger_run(tiny_bert, tmp_path, "bf16_eval", "eval.precision=prefer_bf16", "train.epochs=2", "train.eval_every=1")
+    # bfloat16 on a machine with bf16 units, fp32 (None) on one without: never emulated bf16.
+    expected = preferred_autocast("prefer_bf16", "cpu")
+    assert result.run["eval_autocast"] == expected
+    assert {p["inference_autocast"] for p in read_curve(tmp_path / "bf16_eval")} == {expected}
+    fp32 = tagger_run(tiny_bert, tmp_path, "fp32_eval", "train.epochs=2", "train.eval_every=1")
+    assert fp32.run["eval_autocast"] is None
+    assert {p["inference_autocast"] for p in read_curve(tmp_path / "fp32_eval")} == {None}

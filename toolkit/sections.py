@@ -564,6 +564,12 @@ class EvalConfig(Strict):
         "recall "
         "against training seconds (curve.jsonl; `toolkit compare --curves`).",
     )
+    precision: Literal["fp32", "prefer_bf16"] = Field(
+        default="fp32",
+        description="The precision of a classifier's evaluation (learning-curve points and the end-of-training "
+        "score): prefer_bf16 runs it under bf16 autocast on machines with bf16 units (CUDA, avx512_bf16, amx_bf16), "
+        "fp32 elsewhere. Span generation evaluates at generation.precision, the precision it also serves at.",
+    )
 
 
 class FloatRange(Strict):

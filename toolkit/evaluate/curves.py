@@ -33,6 +33,11 @@ def at_budget(points: list[dict], seconds: float) -> dict | None:
     return reached[-1] if reached else None
 
 
+def _precision(point: dict) -> str:
+    """The precision a point's inference ran at ("fp32" for points written before it was recorded)."""
+    return "bf16" if point.get("inference_autocast") == "bfloat16" else "fp32"
+
+
 def summarize_curves(curves: dict[str, dict], tolerances: list[int]) -> dict:
     """Pure: the common budget and each system's point at it. `curves`: name -> {"points", "task", ...}."""
     budget = min(c["points"][-1]["train_seconds"] for c in curves.values())
@@ -46,6 +51,8 @@ def summarize_curves(curves: dict[str, dict], tolerances: list[int]) -> dict:
             else {
                 "step": p["step"],
                 "train_seconds": p["train_seconds"],
+                "inference_seconds_per_document": p["inference_seconds_per_document"],
+                "inference_precision": _precision(p),
                 **{k: p["metrics"].get(k) for k in keys},
                 "ci95": p["ci95"],
             }
@@ -103,14 +110,15 @@ def curves_table(summary: dict, tolerances: list[int]):
     from toolkit.tables import SystemsTable, value_cell
 
     keys = curve_metrics(tolerances)
-    rows = ["train seconds", "step", *map(metric_name, keys)]
+    rows = ["train seconds", "step", *map(metric_name, keys), "inference s/doc"]
     systems = {}
     for name, p in summary["at_common_budget"].items():
         if p is None:
             systems[name] = ["no checkpoint yet", *[""] * (len(rows) - 1)]
             continue
         cells = [value_cell(p.get(k), (p.get("ci95") or {}).get(k)) for k in keys]
-        systems[name] = [f"{p['train_seconds']:.0f}", str(p["step"]), *cells]
+        speed = f"{p['inference_seconds_per_document']:.2f} ({p['inference_precision']})"
+        systems[name] = [f"{p['train_seconds']:.0f}", str(p["step"]), *cells, speed]
     return SystemsTable(f"recall at {summary['common_budget_seconds']:.0f} s of training (95% CIs)", rows, systems)
 
 
@@ -131,7 +139,8 @@ def curves_markdown(summary: dict, tolerances: list[int]) -> str:
             + (
                 "no checkpoint yet"
                 if p is None
-                else ", ".join(f"{k} {p[k]:.3f}" for k in keys if p.get(k) is not None) + f" (step {p['step']})"
+                else ", ".join(f"{k} {p[k]:.3f}" for k in keys if p.get(k) is not None)
+                + f" (step {p['step']}; {p['inference_seconds_per_document']:.2f} s/doc in {p['inference_precision']})"
             )
         )
     for name, c in summary["systems"].items():
@@ -146,7 +155,7 @@ def curves_markdown(summary: dict, tolerances: list[int]) -> str:
             lines.append(
                 f"| {p['step']} | {p['train_seconds']:.0f} | "
                 + " | ".join(_cell(p, k) for k in keys)
-                + f" | {p['inference_seconds_per_document']:.2f} |"
+                + f" | {p['inference_seconds_per_document']:.2f} ({_precision(p)}) |"
             )
     return "\n".join(lines) + "\n"
 

@@ -62,6 +62,16 @@ def _session_options():
     return options
 
 
+def preferred_autocast(precision: str, device: str) -> str | None:
+    """The autocast dtype for a precision setting ("fp32" | "prefer_bf16") on `device`: "bfloat16" where
+    prefer_bf16 meets bf16 units (without them autocast emulates bf16, slower than fp32), else None."""
+    if precision != "prefer_bf16":
+        return None
+    from toolkit.hardware import bf16_supported
+
+    return "bfloat16" if bf16_supported(device) else None
+
+
 def autocast_context(device: str, dtype: str | None):
     """torch autocast to `dtype` ("bfloat16") on `device`, or a no-op for None (run as stored)."""
     import contextlib

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolkit.infer.backend import autocast_context, load_model_dir
+from toolkit.infer.backend import autocast_context, load_model_dir, preferred_autocast
 from toolkit.infer.completions import (
     CompletionSpec,
     WindowReading,
@@ -30,11 +30,9 @@ from toolkit.spans.decoding import PredictedSpan
 
 def inference_autocast(meta: ModelMeta, device: str) -> str | None:
     """bfloat16 when the model asks for it (generation.precision=prefer_bf16) and the device has bf16 units."""
-    if meta.generation.precision != "prefer_bf16" or (meta.export is not None and meta.export.runtime == "onnx"):
+    if meta.export is not None and meta.export.runtime == "onnx":
         return None
-    from toolkit.hardware import bf16_supported
-
-    return "bfloat16" if bf16_supported(device) else None
+    return preferred_autocast(meta.generation.precision, device)
 
 
 class SpanGenerator:

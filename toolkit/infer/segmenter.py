@@ -80,5 +80,6 @@ class SegmentClassifier(SegmentDecisions, Tagger):
             "seconds": time.perf_counter() - start,
             "windows": len(windows),
             "tokens": sum(len(w.input_ids) for w in windows),
+            "autocast": self.autocast,
         }
         return scores

@@ -115,5 +115,6 @@ class Tagger:
             "seconds": time.perf_counter() - start,
             "windows": len(windows),
             "tokens": sum(len(w.input_ids) for w in windows),
+            "autocast": self.autocast,
         }
         return spans

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
 from toolkit.registry.task import Task
@@ -17,6 +17,16 @@ class SpanGenerationRecipe(ExtractionRecipe):
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
+
+    @model_validator(mode="after")
+    def _one_inference_precision(self) -> SpanGenerationRecipe:
+        # A generator is scored at the precision it is saved to serve at: one setting, not two that could differ.
+        if self.eval.precision != "fp32":
+            raise ValueError(
+                "eval.precision is for classifiers; span generation evaluates and serves at generation.precision: "
+                "set generation.precision=prefer_bf16 and leave eval.precision unset"
+            )
+        return self
 
 
 TASK = Task(

@@ -122,7 +122,7 @@ class CurveCallback(_callback_base()):
         stage: str | None = None,
     ):
         self.clock = clock
-        self.predict = predict  # model -> (predictions, unlocated labels per document, inference seconds)
+        self.predict = predict  # model -> (predictions, unlocated labels per document, predictor's report)
         self.records = records
         self.recipe = recipe
         self.path = path
@@ -132,7 +132,7 @@ class CurveCallback(_callback_base()):
         if not state.is_world_process_zero or model is None:
             return
         was_training = model.training
-        predictions, unlocated, seconds = self.predict(model)
+        predictions, unlocated, report = self.predict(model)
         if was_training:
             model.train()  # the predictors put the model in eval mode
         e = self.recipe.eval
@@ -155,7 +155,9 @@ class CurveCallback(_callback_base()):
             **({"stage": self.stage} if self.stage else {}),
             "documents": len(texts),
             "gold_spans": m["counts"]["gold_spans"],
-            "inference_seconds_per_document": round(seconds / max(1, len(texts)), 3),
+            "inference_seconds_per_document": round(report["seconds"] / max(1, len(texts)), 3),
+            # The precision the inference seconds were measured at (None: fp32; eval.precision, generation.precision).
+            "inference_autocast": report.get("autocast"),
             "metrics": {k: m["summary"][k] for k in keys if k in m["summary"]},
             "ci95": {k: m["ci95"][k] for k in keys if k in m.get("ci95", {})},
         }

@@ -73,14 +73,12 @@ class Flow:
 
     def curve_predictions(
         self, recipe: RecipeBase, prepared: Prepared, model, records
-    ) -> tuple[list, list[list[str]], float]:
-        """(predictions, unlocated labels per document, seconds) of the model in training on `records`."""
+    ) -> tuple[list, list[list[str]], dict]:
+        """(predictions, unlocated labels per document, the predictor's report: seconds, autocast) of the model in
+        training on `records`."""
         from toolkit.infer import predict_with_report
 
-        predictions, unlocated, report = predict_with_report(
-            self.predictor(recipe, prepared, model), [r.text for r in records]
-        )
-        return predictions, unlocated, report["seconds"]
+        return predict_with_report(self.predictor(recipe, prepared, model), [r.text for r in records])
 
     def instrument(
         self, trainer, recipe: RecipeBase, run_dir: Path, prepared: Prepared, clock, stage: str | None = None

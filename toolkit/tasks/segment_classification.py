@@ -32,6 +32,7 @@ from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
 from toolkit.evaluate.thresholds import choose_from_counts
+from toolkit.infer.backend import preferred_autocast
 from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.linear import LINEAR_FILE, STARTS_FILE, LinearSegmentClassifier
 from toolkit.infer.segmenter import SegmentClassifier
@@ -421,11 +422,13 @@ class SegmentClassification(Flow):
 
     def predictor(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model) -> SegmentClassifier:
         device = str(next(model.parameters()).device)
-        return SegmentClassifier(model, p.tokenizer, self._meta(recipe, p), device, prior=p.prior)
+        classifier = SegmentClassifier(model, p.tokenizer, self._meta(recipe, p), device, prior=p.prior)
+        classifier.autocast = preferred_autocast(recipe.eval.precision, device)
+        return classifier
 
     def curve_predictions(
         self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, records
-    ) -> tuple[list, list[list[str]], float]:
+    ) -> tuple[list, list[list[str]], dict]:
         """Spans at thresholds cross-fitted over two halves of the curve documents, as the final scoring does."""
         classifier = self.predictor(recipe, p, model)
         texts = [r.text for r in records]
@@ -433,7 +436,7 @@ class SegmentClassification(Flow):
         _, crossed = sweep_and_cross_fit(
             classifier, scores, texts, [r.spans for r in records], p.labels, recipe.eval.jaccard_threshold
         )
-        return crossed, [[] for _ in records], classifier.last_report["seconds"]
+        return crossed, [[] for _ in records], classifier.last_report
 
     def save(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared, model, directory: Path) -> None:
         """A model directory loadable by `SegmentClassifier.load` and exportable; thresholds are added by `evaluate`."""
@@ -445,6 +448,7 @@ class SegmentClassification(Flow):
         self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, trained: Trained
     ) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
+        classifier.autocast = preferred_autocast(recipe.eval.precision, classifier.device)
         chosen = held_out_thresholds(recipe, classifier, p) if p.threshold_records else None
         metrics, info = score_segment_model(
             recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size, chosen
@@ -465,6 +469,7 @@ class SegmentClassification(Flow):
             info["linear_prior_alone_dev"] = {k: round(v, 4) for k, v in alone.items()}
         return metrics, {
             **info,
+            "eval_autocast": classifier.autocast,
             "best_checkpoint_dev_tuned_jaccard_f1": trained.trainer.state.best_metric,
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,

@@ -18,6 +18,7 @@ from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import ranking_metrics
 from toolkit.evaluate.reporting import write_predictions
+from toolkit.infer.backend import preferred_autocast
 from toolkit.infer.tagger import Tagger
 from toolkit.registry.token_classification import TokenClassificationRecipe
 from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir
@@ -295,12 +296,15 @@ class TokenClassification(Flow):
         )
 
     def predictor(self, recipe: TokenClassificationRecipe, p: TokenPrepared, model) -> Tagger:
-        return Tagger(model, p.tokenizer, self.meta(recipe, p), str(next(model.parameters()).device))
+        tagger = Tagger(model, p.tokenizer, self.meta(recipe, p), str(next(model.parameters()).device))
+        tagger.autocast = preferred_autocast(recipe.eval.precision, tagger.device)
+        return tagger
 
     def evaluate(
         self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared, trained: Trained
     ) -> tuple[dict, dict]:
         tagger = Tagger.load(run_dir)  # score exactly what was saved
+        tagger.autocast = preferred_autocast(recipe.eval.precision, tagger.device)
         predictions = tagger.predict([r.text for r in p.dev_records], recipe.train.eval_batch_size)
         metrics = score(
             [r.text for r in p.dev_records],
@@ -323,6 +327,7 @@ class TokenClassification(Flow):
         write_predictions(run_dir / PREDICTIONS_FILE, p.dev_records, predictions)
         return metrics, {
             "eval_seconds": round(tagger.last_report["seconds"], 1),
+            "eval_autocast": tagger.autocast,
             "best_checkpoint_dev_span_f1": trained.trainer.state.best_metric,
             **trained.notes,  # averaged_checkpoints
             "spans_not_representable_train": p.train_report.spans_not_representable,
