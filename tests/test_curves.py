@@ -196,11 +196,12 @@ def test_budget_settings_are_checked_with_their_fix():
 def test_eval_precision_sets_the_curve_and_final_scoring_precision_and_records_it(tiny_bert, tmp_path):
     from toolkit.infer.backend import preferred_autocast
 
-    result = tagger_run(tiny_bert, tmp_path, "bf16_eval", "eval.precision=prefer_bf16", "train.epochs=2", "train.eval_every=1")
+    every = ("train.epochs=2", "train.eval_every=1")
+    result = tagger_run(tiny_bert, tmp_path, "bf16_eval", "eval.precision=prefer_bf16", *every)
     # bfloat16 on a machine with bf16 units, fp32 (None) on one without: never emulated bf16.
     expected = preferred_autocast("prefer_bf16", "cpu")
     assert result.run["eval_autocast"] == expected
     assert {p["inference_autocast"] for p in read_curve(tmp_path / "bf16_eval")} == {expected}
-    fp32 = tagger_run(tiny_bert, tmp_path, "fp32_eval", "train.epochs=2", "train.eval_every=1")
+    fp32 = tagger_run(tiny_bert, tmp_path, "fp32_eval", *every)
     assert fp32.run["eval_autocast"] is None
     assert {p["inference_autocast"] for p in read_curve(tmp_path / "fp32_eval")} == {None}

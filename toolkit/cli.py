@@ -511,11 +511,17 @@ def export_(
     max_f1_drop: Annotated[
         float, typer.Option(help="Budget of every path: span-F1 drop from PyTorch fp32 (0.01 = one point).")
     ] = 0.01,
+    max_window_f1_drop: Annotated[
+        float,
+        typer.Option(
+            help="Budget of windows sized to each document: span-F1 drop from the same path on the trained windows."
+        ),
+    ] = 0.005,
     windows: Annotated[
         str,
         typer.Option(
             help="Taggers: auto: also measure windows sized to each document (one pass when it fits the model's "
-            "positions) and keep them within the F1 budget when faster; trained: the run's windows."
+            "positions, or halfway there) and keep the fastest within the F1 budgets; trained: the run's windows."
         ),
     ] = "auto",
     overwrite: Annotated[bool, typer.Option(help="Replace an existing artifact directory.")] = False,
@@ -528,7 +534,7 @@ def export_(
         run_path,
         out,
         quantize or precision,
-        ParityBudgets(max_logit_diff, max_f1_drop),
+        ParityBudgets(max_logit_diff, max_f1_drop, max_window_f1_drop),
         data,
         parity_docs,
         overwrite,
@@ -547,6 +553,14 @@ def export_(
     if c["warning"]:
         err_console.print(f"[yellow]warning:[/yellow] {escape(c['warning'])}", soft_wrap=True)
     console.print(export_table(manifest))
+    if fitted := manifest["windowing"].get("fitted"):
+        tried = ", ".join(
+            f"{m['window_limit']} tokens: F1 {m['span_f1']:.4f}, {m['docs_per_second']} docs/s"
+            for m in fitted["measured"]
+        )
+        verdict = f"kept {fitted['window_limit']}" if fitted["kept"] else f"trained windows kept ({fitted['why']})"
+        line = f"windows sized to each document: {tried or 'none to measure'}; {verdict}"
+        console.print(escape(line), soft_wrap=True)
     console.print(f"wrote {out} ({manifest['path']}, {len(manifest['files'])} files, manifest.json)")
 
 

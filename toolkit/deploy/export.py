@@ -56,6 +56,9 @@ class ParityBudgets:
 
     max_logit_diff: float = 1e-3  # fp32, largest absolute logit difference
     max_f1_drop: float = 0.01  # span F1, fp32 and int8 (0.01 = one point)
+    # Span F1 that windows sized to each document may cost against the same path on the trained windows: a
+    # change of context, not of arithmetic, kept to half a point (and within max_f1_drop in all).
+    max_window_f1_drop: float = 0.005
 
 
 def parity_documents(run: Run, data: str | None, max_docs: int) -> tuple[list, str]:
@@ -260,30 +263,53 @@ def _single_document_speed(predictor, texts: list[str]) -> dict:
     return {"speed_documents": len(texts), "docs_per_second": round(len(texts) / seconds, 2)}
 
 
-def _fitted_windows(predictor, records, timed: list[str], reference_f1: float, speed: float, budgets) -> dict:
-    """A tagger read with windows sized to each document up to the model's position limit (one pass when a
-    document fits, else the fewest windows) instead of the trained windows: its span F1 on the parity
-    documents and single-document speed. Kept only within the F1 budget and when faster; the context a
-    window sees then differs from training, so parity is measured, never assumed."""
-    limit = predictor.position_limit()
+def window_limits(trained: int, position_limit: int) -> list[int]:
+    """Pure: the window limits to measure for windows sized to each document, largest first: the model's
+    positions (a document that fits is read in one pass), and halfway from the trained length, where fewer
+    positions lie beyond what fine-tuning saw. None when the model has no positions beyond the trained length."""
+    if position_limit <= trained:
+        return []
+    return sorted({position_limit, trained + (position_limit - trained) // 2} - {trained}, reverse=True)
+
+
+def _fitted_windows(predictor, records, timed: list[str], reference_f1: float, path: dict, budgets) -> dict:
+    """A tagger read with windows sized to each document (`window_limits`) instead of the trained windows:
+    each limit's span F1 on the parity documents and single-document speed. The fastest limit is kept that is
+    faster than the trained windows (`path`: the chosen path's figures on them), costs at most
+    max_window_f1_drop against them and keeps the path within max_f1_drop of the reference. The context a
+    window sees differs from training, so parity is measured, never assumed."""
     texts = [r.text for r in records]
     trained = predictor.window_limit
-    predictor.window_limit = limit
+    measured = []
     try:
-        f1 = _span_f1(records, predictor.predict(texts))
-        fitted_speed = _single_document_speed(predictor, timed)["docs_per_second"]
+        for limit in window_limits(predictor.meta.max_length, predictor.position_limit()):
+            predictor.window_limit = limit
+            f1 = _span_f1(records, predictor.predict(texts))
+            speed = _single_document_speed(predictor, timed)["docs_per_second"]
+            problems = [
+                f"span F1 drop {drop:.4f} > {budget} ({against})"
+                for drop, budget, against in (
+                    (path["span_f1"] - f1, budgets.max_window_f1_drop, "against the trained windows"),
+                    (reference_f1 - f1, budgets.max_f1_drop, "against PyTorch fp32"),
+                )
+                if drop > budget
+            ]
+            if not problems and speed <= path["docs_per_second"]:
+                problems.append(f"not faster ({speed} vs {path['docs_per_second']} docs/s)")
+            measured.append({"window_limit": limit, "span_f1": f1, "docs_per_second": speed, "problems": problems})
     finally:
         predictor.window_limit = trained
-    drop = reference_f1 - f1
-    kept = drop <= budgets.max_f1_drop and fitted_speed > speed
-    why = (
-        "within the F1 budget and faster"
-        if kept
-        else f"span F1 drop {drop:.4f} > {budgets.max_f1_drop}"
-        if drop > budgets.max_f1_drop
-        else f"not faster ({fitted_speed} vs {speed} docs/s)"
-    )
-    return {"window_limit": limit, "span_f1": f1, "docs_per_second": fitted_speed, "kept": kept, "why": why}
+    passing = [m for m in measured if not m["problems"]]
+    best = max(passing, key=lambda m: m["docs_per_second"], default=None)
+    return {
+        "kept": best is not None,
+        "window_limit": best["window_limit"] if best else None,
+        "why": "the fastest limit within the F1 budgets and faster than the trained windows"
+        if best
+        else "; ".join(f"{m['window_limit']}: {', '.join(m['problems'])}" for m in measured)
+        or "the model has no positions beyond its trained windows",
+        "measured": measured,
+    }
 
 
 def _within_budget(reference_f1: float, figures: dict, budgets: ParityBudgets, exact: bool) -> list[str]:
@@ -436,7 +462,7 @@ def export_run(
         windowing: dict = {"max_length": meta.max_length, "stride": meta.stride}
         if spec.outputs == "tags" and windows == "auto":
             windowing["fitted"] = fitted = _fitted_windows(
-                predictors[chosen], records, timed, reference_f1, paths[chosen]["docs_per_second"], budgets
+                predictors[chosen], records, timed, reference_f1, paths[chosen], budgets
             )
             if fitted["kept"]:
                 written = open_run(artifact).meta  # as _build wrote it, with its export entry
