@@ -171,10 +171,12 @@ def test_a_schedule_by_seconds_checkpoints_at_each_interval_and_ends_with_the_ra
     )
     assert result.run["stopped_by_time_budget"]
     curve = read_curve(tmp_path / "seconds")
-    # One point for each 0.4 s of training steps that passed, the last at the budget (which may share a step).
+    # A point each time the training seconds pass a multiple of 0.4 (a slow step may pass two at once), the last
+    # at the budget. Points record seconds to 2 decimals, and 1.2 // 0.4 is 2.0 in floating point: a margin.
     seconds = [p["train_seconds"] for p in curve]
-    assert len(curve) >= 3 and seconds[-1] >= 1.2
-    assert [int(s // 0.4) for s in seconds[:3]] == [1, 2, 3]
+    intervals = [int(s / 0.4 + 1e-6) for s in seconds]
+    assert len(curve) >= 2 and seconds[-1] >= 1.2 and intervals[0] >= 1
+    assert all(a < b for a, b in zip(intervals, intervals[1:]))
     log = (tmp_path / "seconds" / "train_log.jsonl").read_text().splitlines()
     rates = [e["learning_rate"] for e in map(json.loads, log) if "learning_rate" in e]
     peak = max(rates)

@@ -122,6 +122,8 @@ def test_curves_table_puts_runs_side_by_side():
     point = {
         "step": 40,
         "train_seconds": 120.0,
+        "inference_seconds_per_document": 2.5,
+        "inference_precision": "bf16",
         "boundary_both_recall": 0.61,
         "boundary_both_within_3_recall": 0.7,
         "jaccard_recall": 0.8,
@@ -138,3 +140,4 @@ def test_curves_table_puts_runs_side_by_side():
     assert_fits(shown)
     assert "cuad_clauses_segments_mlm" in shown and "no checkpoint yet" in shown and "0.50-0.70" in shown
     assert "within 3 words" in shown  # long metric names wrap at a space, whole
+    assert "2.50 (bf16)" in shown  # inference seconds per document, with the precision they were measured at
