@@ -266,7 +266,7 @@ def _single_document_speed(predictor, texts: list[str]) -> dict:
 def window_limits(trained: int, position_limit: int) -> list[int]:
     """Pure: the window limits to measure for windows sized to each document, largest first: the model's
     positions (a document that fits is read in one pass), and halfway from the trained length, where fewer
-    positions lie beyond what fine-tuning saw. None when the model has no positions beyond the trained length."""
+    positions lie beyond what fine-tuning saw. Empty when the model has no positions beyond the trained length."""
     if position_limit <= trained:
         return []
     return sorted({position_limit, trained + (position_limit - trained) // 2} - {trained}, reverse=True)
