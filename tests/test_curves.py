@@ -10,7 +10,7 @@ from conftest import OVERFIT_FIVE, REPO
 from toolkit.config import load_recipe
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.curves import at_budget, compare_curves, summarize_curves
-from toolkit.rundir import read_curve
+from toolkit.rundir import TRAIN_LOG_FILE, read_curve
 from toolkit.tasks import run_recipe
 from toolkit.tasks.curves import CLOCK_FILE
 
@@ -49,6 +49,25 @@ def test_a_time_budget_stops_training_and_every_checkpoint_is_on_the_curve(tiny_
         (tmp_path / "budget" / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
     )[-1]
     assert json.loads((checkpoint / CLOCK_FILE).read_text())["step"] == run["optimizer_steps"]
+
+
+def test_a_curve_over_the_whole_dev_set_is_the_evaluation_that_chooses_the_best_checkpoint(tiny_bert, tmp_path):
+    def evaluations(name):
+        log = (tmp_path / name / TRAIN_LOG_FILE).read_text().splitlines()
+        return [e for e in map(json.loads, log) if "eval_span_f1" in e]
+
+    every = ("train.epochs=4", "train.eval_every=1")
+    whole = tagger_run(tiny_bert, tmp_path, "whole", "eval.curve_docs=5", *every)  # the five dev documents
+    assert whole.run["dev_evaluation_during_training"] == "curve"
+    curve, logged = read_curve(tmp_path / "whole"), evaluations("whole")
+    # One scoring per checkpoint: the curve's, logged as the Trainer's evaluation (no evaluation loop ran).
+    assert [e["eval_span_f1"] for e in logged] == [p["metrics"]["span_f1"] for p in curve] and len(curve) == 4
+    assert not any("eval_runtime" in e for e in logged)
+    assert whole.run["best_checkpoint_dev_span_f1"] == max(p["metrics"]["span_f1"] for p in curve)
+
+    part = tagger_run(tiny_bert, tmp_path, "part", *every)  # three of five documents: the Trainer evaluates too
+    assert part.run["dev_evaluation_during_training"] == "trainer"
+    assert len(read_curve(tmp_path / "part")) == 4 and all("eval_runtime" in e for e in evaluations("part"))
 
 
 def test_compare_curves_puts_runs_side_by_side_at_a_common_budget(tiny_bert, tmp_path):

@@ -517,3 +517,30 @@ def test_the_linear_baseline_learns_clause_starts_saves_them_and_needs_them_to_l
     # An encoder has clause starts only through its linear prior.
     with pytest.raises(ConfigError, match="segments.linear_prior=true as well"):
         load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.clause_starts=true"])
+
+
+def test_a_segment_curve_over_the_whole_dev_set_chooses_the_best_checkpoint(tiny_bert, tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.rundir import TRAIN_LOG_FILE, read_curve
+    from toolkit.tasks import run_recipe
+
+    overrides = [
+        f"model.name={tiny_bert}",
+        f"output_dir={tmp_path}",
+        "data.max_train_docs=6",
+        "data.max_dev_docs=4",
+        "eval.curve_docs=4",
+        "train.epochs=3",
+        "train.learning_rate=3e-3",
+        "train.batch_size=6",
+        "eval.bootstrap=0",
+    ]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "curve")
+    assert result.run["dev_evaluation_during_training"] == "curve"
+    curve = read_curve(tmp_path / "curve")
+    logged = [e for e in map(json.loads, (tmp_path / "curve" / TRAIN_LOG_FILE).read_text().splitlines())]
+    logged = [e for e in logged if "eval_tuned_jaccard_f1" in e]
+    # The curve's spans are at cross-fitted thresholds: its Jaccard F1 is the Trainer's selection metric.
+    assert [e["eval_tuned_jaccard_f1"] for e in logged] == [p["metrics"]["jaccard_f1"] for p in curve]
+    assert len(curve) == 3 and not any("eval_runtime" in e for e in logged)
+    assert result.run["best_checkpoint_dev_tuned_jaccard_f1"] == max(p["metrics"]["jaccard_f1"] for p in curve)

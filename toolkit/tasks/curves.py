@@ -131,6 +131,10 @@ class CurveCallback(_callback_base()):
     def on_evaluate(self, args, state, control, model=None, **kwargs):
         if not state.is_world_process_zero or model is None:
             return
+        self.record(model, state)
+
+    def record(self, model, state) -> dict:
+        """Score `model` on the curve documents, append the point to curve.jsonl and return the scorer's summary."""
         was_training = model.training
         predictions, unlocated, report = self.predict(model)
         if was_training:
@@ -163,3 +167,27 @@ class CurveCallback(_callback_base()):
         }
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(point) + "\n")
+        return m["summary"]
+
+
+def evaluate_by_curve(trainer, curve: CurveCallback, selection_key: str):
+    """A replacement for `trainer.evaluate` when the curve scores the whole dev set: the curve's point is the
+    evaluation, and its `selection_key` stands for the Trainer's selection metric (metric_for_best_model).
+
+    The Trainer's own evaluation would run the dev windows a second time through its loop to compute the
+    same kind of score (for a decoder on CUAD, minutes per point); the curve scores them with the task's
+    predictor, as the final scoring and the service do. Logging and callbacks (early stopping, best
+    checkpoint) see the metrics as from `Trainer.evaluate`."""
+
+    def evaluate(eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict:
+        summary = curve.record(trainer.model, trainer.state)
+        metric = trainer.args.metric_for_best_model.removeprefix(f"{metric_key_prefix}_")
+        metrics = {
+            **{f"{metric_key_prefix}_{k}": v for k, v in summary.items() if isinstance(v, int | float)},
+            f"{metric_key_prefix}_{metric}": summary[selection_key],
+        }
+        trainer.log(metrics)
+        trainer.control = trainer.callback_handler.on_evaluate(trainer.args, trainer.state, trainer.control, metrics)
+        return metrics
+
+    return evaluate

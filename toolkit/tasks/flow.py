@@ -59,6 +59,11 @@ class RunResult:
 class Flow:
     """One task's steps. Subclasses implement prepare, trainer, save and evaluate."""
 
+    # The curve score (a key of the scorer's summary) that stands for the Trainer's selection metric when the
+    # curve scores every dev document: the Trainer's own dev evaluation is then skipped (curves.evaluate_by_curve).
+    # None: the Trainer always evaluates (its metric has no curve counterpart, e.g. a dev loss).
+    curve_selection_key: str | None = None
+
     def prepare(self, recipe: RecipeBase) -> Prepared:
         raise NotImplementedError
 
@@ -86,15 +91,32 @@ class Flow:
         """The run's training clock (and budget, train.max_seconds) and the learning curve (eval.curve_docs)
         on a Trainer; a later training stage is given the first stage's clock."""
         from toolkit.rundir import CURVE_FILE
-        from toolkit.tasks.curves import CurveCallback
+        from toolkit.tasks.curves import CurveCallback, evaluate_by_curve
 
         trainer.add_callback(clock)
         if recipe.train.schedule_by == "seconds":
             clock.schedule_learning_rate(trainer, recipe.train.warmup_ratio)
         if recipe.curve_documents():
-            records = prepared.dev_records[: recipe.curve_documents()]  # type: ignore[attr-defined]
+            dev = prepared.dev_records  # type: ignore[attr-defined]
+            records = dev[: recipe.curve_documents()]
             predict = lambda model: self.curve_predictions(recipe, prepared, model, records)  # noqa: E731
-            trainer.add_callback(CurveCallback(clock, predict, records, recipe, run_dir / CURVE_FILE, stage))
+            curve = CurveCallback(clock, predict, records, recipe, run_dir / CURVE_FILE, stage)
+            if self.curve_selects(recipe, prepared):
+                trainer.evaluate = evaluate_by_curve(trainer, curve, self.curve_selection_key)
+            else:
+                trainer.add_callback(curve)
+
+    def curve_selects(self, recipe: RecipeBase, prepared: Prepared) -> bool:
+        """Whether the curve's score replaces the Trainer's dev evaluation: the curve scores every dev document,
+        the task names its counterpart of the selection metric, and one process trains (the Trainer's
+        evaluation is collective across processes; the curve runs on rank 0 only)."""
+        wanted = recipe.curve_documents()
+        return (
+            self.curve_selection_key is not None
+            and wanted is not None
+            and wanted >= len(prepared.dev_records)  # type: ignore[attr-defined]
+            and world_size() == 1
+        )
 
     def before_training(self, trainer, prepared: Prepared) -> dict:
         """Runs on every process before training (collective work, e.g. a held-out score); returns notes."""
@@ -188,6 +210,9 @@ def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
         "peak_cuda_mib": peak_cuda_mib(),
         "world_size": world_size(),
         "resumed_from_checkpoint": span.resumed_from,
+        # What scored dev during training and chose the best checkpoint: the learning curve (eval.curve_docs
+        # covering the dev set) or the Trainer's evaluation.
+        "dev_evaluation_during_training": "curve" if flow.curve_selects(recipe, prepared) else "trainer",
         **extra,
     }
     result = RunResult(run_dir, {**metrics, "run": run})

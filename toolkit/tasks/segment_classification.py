@@ -253,6 +253,10 @@ class SegmentPrepared(Prepared):
 
 
 class SegmentClassification(Flow):
+    # The curve's spans are at thresholds cross-fitted over two halves of its documents, so its Jaccard F1 is
+    # the Trainer's tuned_jaccard_f1.
+    curve_selection_key = "jaccard_f1"
+
     def prepare(self, recipe: SegmentClassificationRecipe) -> SegmentPrepared:
         """Data, labels, model and segment features: everything before training."""
         train_records, dev_records = load_splits(recipe)

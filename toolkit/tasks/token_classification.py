@@ -205,6 +205,8 @@ class TokenPrepared(Prepared):
 
 
 class TokenClassification(Flow):
+    curve_selection_key = "span_f1"  # the Trainer's metric, scored by the Tagger
+
     def prepare(self, recipe: TokenClassificationRecipe) -> TokenPrepared:
         """Data, label space, model and features: everything before training."""
         sources: list[dict] = []
