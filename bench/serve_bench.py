@@ -1,6 +1,8 @@
 """Export and serving benchmarks (not CI): PyTorch vs ONNX fp32 vs ONNX int8, and the service under load.
 
     .venv/bin/python bench/serve_bench.py models  RUN  --data DEV.jsonl     # latency, docs/s, span F1 per variant
+    .venv/bin/python bench/serve_bench.py headline RUN --data DEV.jsonl     # the chosen path vs the HF pipeline fp32,
+        [--rounds 5]                                                        alternating rounds (a drifting host)
     .venv/bin/python bench/serve_bench.py service RUN  --data DEV.jsonl     # 1/8/32/64 closed-loop clients; answers vs
     single requests
         [--seconds 1200] [--model-threads 1 2] [--batch 32]                 # a soak; thread counts; docs/s against
@@ -140,6 +142,63 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
     # The toolkit's paths against the plain Hugging Face pipeline in PyTorch fp32 (the baseline a user starts from).
     base = out["pytorch"]["hf_pipeline"]["p50_ms"]
     out["tagger_vs_hf_pipeline_fp32_p50"] = {v: round(base / out[v]["toolkit_tagger"]["p50_ms"], 2) for v in variants}
+    return out
+
+
+def bench_headline(run: Path, data: str, max_docs: int | None, rounds: int) -> dict:
+    """Issue 30's headline ratio, robust to a host whose speed drifts: the HF pipeline in PyTorch fp32 and the
+    path `toolkit export --precision auto` chose, over the same documents one per call, in alternating
+    rounds (pipeline pass, chosen pass, pipeline pass, ...). Each round's ratio compares two passes minutes
+    apart at most; the median of the rounds' ratios is the figure. `models` times each path once, in turn,
+    so a host that slows between paths moves its ratios."""
+    from transformers import AutoModelForTokenClassification, pipeline
+
+    from toolkit.infer.tagger import Tagger
+    from toolkit.pretrained import load_tokenizer
+    from toolkit.rundir import open_run, records_for
+
+    records = records_for(open_run(run), data, max_docs)
+    texts = [r.text for r in records]
+    chosen = artifact(run, "auto")
+    pipe = pipeline(
+        "token-classification",
+        model=AutoModelForTokenClassification.from_pretrained(run / "model"),
+        tokenizer=load_tokenizer(str(run / "model")),
+        aggregation_strategy="first",
+        device="cpu",
+    )
+    tagger = Tagger.load(chosen)
+    calls = {
+        "hf_pipeline_fp32": lambda text: pipeline_spans(pipe, text),
+        "chosen": lambda text: tagger.predict([text])[0],
+    }
+    out: dict = {
+        "documents": len(texts),
+        "cpu": cpu_line(),
+        "chosen_path": json.loads((chosen / "manifest.json").read_text())["path"],
+        "window_limit": tagger.window_limit,
+        "rounds": [],
+    }
+    print(out["cpu"], "chosen:", out["chosen_path"], "window limit:", out["window_limit"], flush=True)
+    predictions: dict[str, list] = {}
+    for kind, call in calls.items():
+        predictions[kind] = [call(text) for text in texts]  # warm-up pass, and the spans scored
+        out[f"{kind}_span_f1"] = f1_of(records, predictions[kind])
+    for r in range(rounds):
+        row = {}
+        for kind, call in calls.items():
+            seconds = []
+            for text in texts:
+                t = time.perf_counter()
+                call(text)
+                seconds.append(time.perf_counter() - t)
+            row[kind] = latency_stats(seconds)
+        row["ratio_p50"] = round(row["hf_pipeline_fp32"]["p50_ms"] / row["chosen"]["p50_ms"], 2)
+        row["ratio_docs_per_s"] = round(row["chosen"]["docs_per_s"] / row["hf_pipeline_fp32"]["docs_per_s"], 2)
+        out["rounds"].append(row)
+        print(f"round {r + 1}", json.dumps(row), flush=True)
+    out["median_ratio_p50"] = statistics.median(r["ratio_p50"] for r in out["rounds"])
+    out["median_ratio_docs_per_s"] = statistics.median(r["ratio_docs_per_s"] for r in out["rounds"])
     return out
 
 
@@ -401,11 +460,12 @@ def bench_clm(run: Path, max_docs: int, constrained: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["models", "service", "clm", "stop"])
+    ap.add_argument("mode", choices=["models", "headline", "service", "clm", "stop"])
     ap.add_argument("run", type=Path)
     ap.add_argument("--data", default=None)
     ap.add_argument("--max-docs", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5, help="headline: alternating rounds of the two paths")
     ap.add_argument("--requests-per-client", type=int, default=10)
     ap.add_argument(
         "--seconds",
@@ -434,6 +494,8 @@ def main() -> None:
     machine = benchmark_header()
     if args.mode == "models":
         result = bench_models(args.run, args.data, args.max_docs, args.repeat)
+    elif args.mode == "headline":
+        result = bench_headline(args.run, args.data, args.max_docs, args.rounds)
     elif args.mode == "service":
         result = bench_service(
             args.run,
