@@ -27,11 +27,22 @@ def _answers(predictor, texts, target: int):
 
 
 @pytest.mark.parametrize(
-    "path", ["onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32", "pytorch_bf16", "openvino_fp32", "openvino_bf16"]
+    "path",
+    [
+        "onnx_fp32",
+        "onnx_fused",
+        "onnx_int8",
+        "pytorch_fp32",
+        "pytorch_bf16",
+        "openvino_fp32",
+        "openvino_bf16",
+        "openvino_int8",
+    ],
 )
 def test_exported_tagger_answers_do_not_depend_on_the_batch(path, tiny_mlm_run, tiny_mlm_artifact, tmp_path):
-    """Every path an export can package: bit-identical spans and scores alone and in any batch (int8
-    scales activations per row block; PyTorch and OpenVINO paths run a window per forward pass)."""
+    """Every path an export can package: bit-identical spans and scores alone and in any batch (onnx_int8
+    scales activations per row block, openvino_int8 with calibrated static scales; PyTorch and OpenVINO paths
+    run a window per forward pass)."""
     from toolkit.hardware import describe
 
     if path.endswith("bf16") and not describe()["bf16"]:

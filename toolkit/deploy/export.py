@@ -33,7 +33,7 @@ from toolkit.deploy.model_card import write_model_card
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
-from toolkit.infer.openvino_model import convert_onnx, openvino_available
+from toolkit.infer.openvino_model import convert_onnx, nncf_available, openvino_available, quantize_int8
 from toolkit.infer.selector import SELECTOR_FILE
 from toolkit.registry import Task
 from toolkit.rundir import (
@@ -70,6 +70,44 @@ def parity_documents(run: Run, data: str | None, max_docs: int) -> tuple[list, s
             f"{run.path}: no dev file recorded for the parity check", fix="pass --data FILE with labeled documents"
         )
     return records_for(run, source, max_docs), str(source)
+
+
+CALIBRATION_WINDOWS = 64
+
+
+def calibration_windows(run: Run, count: int = CALIBRATION_WINDOWS) -> list[dict]:
+    """Model inputs for int8 calibration: `count` windows of the run's training documents, spread evenly over
+    them, cut as the tagger cuts its windows (max_length, stride). Training documents, not the parity
+    documents: the scales are then not fitted to the sample that gates them."""
+    import numpy as np
+
+    from toolkit.pretrained import load_tokenizer
+
+    source = run.recipe.data.train if run.recipe else None
+    if not source:
+        raise ToolkitError(
+            f"{run.path}: no training file recorded to calibrate int8 on",
+            fix="export another path (--precision auto skips none it can build; choose e.g. openvino_bf16)",
+        )
+    texts = [r.text for r in records_for(run, source, count)]
+    tokenizer = load_tokenizer(str(run.model_dir))
+    encoded = tokenizer(
+        texts,
+        truncation=True,
+        max_length=run.meta.max_length,
+        stride=run.meta.stride or 0,
+        return_overflowing_tokens=True,
+    )
+    ids = encoded["input_ids"]
+    chosen = np.linspace(0, len(ids) - 1, num=min(count, len(ids))).round().astype(int)
+    return [
+        {
+            "input_ids": np.array([ids[i]], dtype=np.int64),
+            "attention_mask": np.ones((1, len(ids[i])), dtype=np.int64),
+            "token_type_ids": np.zeros((1, len(ids[i])), dtype=np.int64),
+        }
+        for i in sorted(set(chosen.tolist()))
+    ]
 
 
 def _span_f1(records, predictions) -> float:
@@ -186,6 +224,8 @@ PATHS = {
     # OpenVINO compiles the onnx_fp32 graph for this CPU: fp32, or bf16 matmuls on AMX / AVX-512 bf16 units.
     "openvino_fp32": ("openvino", "fp32"),
     "openvino_bf16": ("openvino", "bf16"),
+    # int8 matmuls on the VNNI / AMX int8 units, activation ranges calibrated on training windows (NNCF).
+    "openvino_int8": ("openvino", "int8"),
 }
 ALIASES = {
     "fp32": "onnx_fp32",
@@ -223,6 +263,8 @@ def unavailable(name: str, spec: Task, hardware: dict, model_type: str, bidirect
         return "decoders are packaged as ONNX Runtime graphs with a KV cache"
     if runtime == "openvino" and not openvino_available():
         return "OpenVINO is not installed (pip install openvino)"
+    if name == "openvino_int8" and not nncf_available():
+        return "NNCF, which calibrates OpenVINO's int8, is not installed (pip install nncf)"
     if precision == "bf16" and not hardware["bf16"]:
         return "this machine has no bf16 units (avx512_bf16 or amx_bf16) and no CUDA device"
     if name == "onnx_fused" and spec.generates:
@@ -333,7 +375,15 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
         _onnx_export(run.model_dir, directory, run.spec)
     else:
         shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
-        if runtime == "openvino":
+        if name == "openvino_int8":
+            # The fp32 IR goes to a folder of its own: OpenVINO maps its weights file while quantizing, so it
+            # must not be the file the int8 model is written to.
+            fp32_ir = directory / "fp32_ir"
+            fp32_ir.mkdir()
+            convert_onnx(built["onnx_fp32"] / ONNX_FILE, fp32_ir)
+            info.update(quantize_int8(fp32_ir, calibration_windows(run), directory))
+            shutil.rmtree(fp32_ir)
+        elif runtime == "openvino":
             convert_onnx(built["onnx_fp32"] / ONNX_FILE, directory)
         elif name == "onnx_int8":
             _quantize_int8(built["onnx_fp32"] / ONNX_FILE, directory / ONNX_FILE)
