@@ -3,7 +3,7 @@
 import pytest
 
 from toolkit.data.sample import SAMPLE_FILES
-from toolkit.deploy.export import ParityBudgets, export_run
+from toolkit.deploy.export import PATHS, ParityBudgets, export_run
 from toolkit.infer import load_predictor
 
 
@@ -26,19 +26,7 @@ def _answers(predictor, texts, target: int):
     return out
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        "onnx_fp32",
-        "onnx_fused",
-        "onnx_int8",
-        "pytorch_fp32",
-        "pytorch_bf16",
-        "openvino_fp32",
-        "openvino_bf16",
-        "openvino_int8",
-    ],
-)
+@pytest.mark.parametrize("path", list(PATHS))
 def test_exported_tagger_answers_do_not_depend_on_the_batch(path, tiny_mlm_run, tiny_mlm_artifact, tmp_path):
     """Every path an export can package: bit-identical spans and scores alone and in any batch (onnx_int8
     scales activations per row block, openvino_int8 with calibrated static scales; PyTorch and OpenVINO paths
