@@ -77,11 +77,12 @@ CALIBRATION_WINDOWS = 64
 
 def calibration_windows(run: Run, count: int = CALIBRATION_WINDOWS) -> list[dict]:
     """Model inputs for int8 calibration: `count` windows of the run's training documents, spread evenly over
-    them, cut as the tagger cuts its windows (max_length, stride). Training documents, not the parity
-    documents: the scales are then not fitted to the sample that gates them."""
+    them, cut by the tagger's own windowing (make_windows: max_length, stride). Training documents, not the
+    parity documents: the scales are then not fitted to the sample that gates them."""
     import numpy as np
 
     from toolkit.pretrained import load_tokenizer
+    from toolkit.spans.windows import make_windows
 
     source = run.recipe.data.train if run.recipe else None
     if not source:
@@ -90,24 +91,13 @@ def calibration_windows(run: Run, count: int = CALIBRATION_WINDOWS) -> list[dict
             fix="export another path (--precision auto skips none it can build; choose e.g. openvino_bf16)",
         )
     texts = [r.text for r in records_for(run, source, count)]
-    tokenizer = load_tokenizer(str(run.model_dir))
-    encoded = tokenizer(
-        texts,
-        truncation=True,
-        max_length=run.meta.max_length,
-        stride=run.meta.stride or 0,
-        return_overflowing_tokens=True,
-    )
-    ids = encoded["input_ids"]
-    chosen = np.linspace(0, len(ids) - 1, num=min(count, len(ids))).round().astype(int)
-    return [
-        {
-            "input_ids": np.array([ids[i]], dtype=np.int64),
-            "attention_mask": np.ones((1, len(ids[i])), dtype=np.int64),
-            "token_type_ids": np.zeros((1, len(ids[i])), dtype=np.int64),
-        }
-        for i in sorted(set(chosen.tolist()))
-    ]
+    windows = make_windows(load_tokenizer(str(run.model_dir)), texts, run.meta.max_length, run.meta.stride or 0)
+    chosen = sorted(set(np.linspace(0, len(windows) - 1, num=min(count, len(windows))).round().astype(int).tolist()))
+    inputs = []
+    for i in chosen:
+        ids = np.array([windows[i].input_ids], dtype=np.int64)
+        inputs.append({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})
+    return inputs
 
 
 def _span_f1(records, predictions) -> float:
@@ -376,13 +366,7 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
     else:
         shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
         if name == "openvino_int8":
-            # The fp32 IR goes to a folder of its own: OpenVINO maps its weights file while quantizing, so it
-            # must not be the file the int8 model is written to.
-            fp32_ir = directory / "fp32_ir"
-            fp32_ir.mkdir()
-            convert_onnx(built["onnx_fp32"] / ONNX_FILE, fp32_ir)
-            info.update(quantize_int8(fp32_ir, calibration_windows(run), directory))
-            shutil.rmtree(fp32_ir)
+            info.update(quantize_int8(built["onnx_fp32"] / ONNX_FILE, calibration_windows(run), directory))
         elif runtime == "openvino":
             convert_onnx(built["onnx_fp32"] / ONNX_FILE, directory)
         elif name == "onnx_int8":

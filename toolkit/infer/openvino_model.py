@@ -44,8 +44,8 @@ def nncf_available() -> bool:
     return True
 
 
-def quantize_int8(ir_dir: Path, windows: list[dict], out_dir: Path) -> dict:
-    """The OpenVINO model in `ir_dir` with int8 weights and activations in its matmuls, by NNCF's
+def quantize_int8(onnx_file: Path, windows: list[dict], out_dir: Path) -> dict:
+    """The ONNX graph as an OpenVINO model with int8 weights and activations in its matmuls, by NNCF's
     post-training quantization: activation ranges are calibrated on `windows` (model inputs, one window
     each), with SmoothQuant and the ops a transformer keeps in float (model_type TRANSFORMER). Static
     scales: a window's answer does not depend on the windows batched with it. Returns what was done."""
@@ -55,7 +55,7 @@ def quantize_int8(ir_dir: Path, windows: list[dict], out_dir: Path) -> dict:
     import openvino as ov
 
     logging.getLogger("nncf").setLevel(logging.WARNING)  # a progress line per statistic otherwise
-    model = ov.Core().read_model(str(ir_dir / OPENVINO_FILE))
+    model = ov.convert_model(str(onnx_file))  # in memory: no fp32 IR file written and read back
     names = {port.get_any_name() for port in model.inputs}
     dataset = nncf.Dataset(windows, lambda w: {k: v for k, v in w.items() if k in names})
     quantized = nncf.quantize(model, dataset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(windows))
