@@ -196,11 +196,16 @@ def test_sustained_load_answers_equal_single_requests(server):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "runtime, bf16_path, fp32_path", [("pytorch", "bf16", "pytorch"), ("openvino", "openvino_bf16", "openvino_fp32")]
+    "runtime, bf16_path, fp32_path",
+    [
+        ("pytorch", "bf16", "pytorch"),
+        ("openvino", "openvino_bf16", "openvino_fp32"),
+        ("openvino", "openvino_int8", "openvino_int8"),
+    ],
 )
 def test_a_runtime_artifact_under_sustained_load(runtime, bf16_path, fp32_path, tiny_mlm_run, tmp_path):
-    """The PyTorch and OpenVINO paths (bf16 where the CPU has bf16 units) serve the same answers under load as
-    alone (OpenVINO: one infer request shared by the service's threads under a lock)."""
+    """The PyTorch and OpenVINO paths (bf16 where the CPU has bf16 units; OpenVINO's calibrated int8) serve the
+    same answers under load as alone (OpenVINO: one infer request shared by the service's threads under a lock)."""
     from toolkit.deploy.export import ParityBudgets, export_run
     from toolkit.hardware import describe
 
