@@ -1,7 +1,8 @@
-"""Decoding modes of a span-generation run: constrained or free, fp32 or bf16 autocast.
+"""Decoding modes of a span-generation run: constrained or free, fp32 or bf16 weights, the prompts' shared
+prefix read once (its KV cache reused) or with every prompt (`-whole`).
 
     .venv/bin/python bench/decode_bench.py RUN [--data sample:contracts_dev] [--max-docs N] [--repeat 3]
-        [--modes constrained-fp32,constrained-bf16,free-fp32,free-bf16]
+        [--modes constrained-fp32,constrained-bf16,free-fp32,free-bf16,constrained-bf16-whole]
 
 Runs the run's SpanGenerator (its selector and completion format included) over the same documents,
 alternating modes, and prints per mode: median seconds per document and generated tokens/s, the scores
@@ -37,18 +38,19 @@ def main() -> None:
     args = parser.parse_args()
     machine = benchmark_header()
     run = open_run(args.run)
-    gen = SpanGenerator.load(run)
+    generators = {p: SpanGenerator.load(run, precision=p) for p in ("fp32", "prefer_bf16")}
     records = records_for(run, args.data, args.max_docs)
     texts, golds = [r.text for r in records], [r.spans for r in records]
-    modes = [m for m in args.modes.split(",") if m.endswith("fp32") or machine["bf16"]]
+    modes = [m for m in args.modes.split(",") if "bf16" not in m or machine["bf16"]]
     seconds: dict[str, list[float]] = {m: [] for m in modes}
     speeds: dict[str, list[float]] = {m: [] for m in modes}
     results: dict[str, dict] = {}
     reference = None
     for _ in range(args.repeat):
         for mode in modes:
-            decoding, precision = mode.split("-")
-            gen.autocast = "bfloat16" if precision == "bf16" else None
+            decoding, precision, *prefix = mode.split("-")
+            gen = generators["prefer_bf16" if precision == "bf16" else "fp32"]
+            gen.reuse_prefix = prefix != ["whole"]
             started = time.perf_counter()
             preds = gen.predict(texts, constrained=decoding == "constrained")
             seconds[mode].append((time.perf_counter() - started) / max(1, len(texts)))
@@ -77,7 +79,7 @@ def main() -> None:
             {
                 "cpu": f"{machine['cpu']}; {' '.join(machine['cpu_flags'])}",
                 "run": str(args.run),
-                "target": gen.spec.target,
+                "target": generators["fp32"].spec.target,
                 "data": args.data,
                 "documents": len(texts),
                 "repeat": args.repeat,

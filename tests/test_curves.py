@@ -178,8 +178,9 @@ def test_a_schedule_by_seconds_checkpoints_at_each_interval_and_ends_with_the_ra
                 *OVERFIT_FIVE,
                 "eval.bootstrap=20",
                 "eval.curve_docs=3",
-                "train.max_seconds=1.2",
-                "train.eval_every_seconds=0.4",
+                # Long enough that one step slowed by the other test worker is a small part of the schedule.
+                "train.max_seconds=2.4",
+                "train.eval_every_seconds=0.8",
                 "train.schedule_by=seconds",
                 "train.epochs=100000",
                 "train.logging_steps=1",
@@ -190,11 +191,11 @@ def test_a_schedule_by_seconds_checkpoints_at_each_interval_and_ends_with_the_ra
     )
     assert result.run["stopped_by_time_budget"]
     curve = read_curve(tmp_path / "seconds")
-    # A point each time the training seconds pass a multiple of 0.4 (a slow step may pass two at once), the last
-    # at the budget. Points record seconds to 2 decimals, and 1.2 // 0.4 is 2.0 in floating point: a margin.
+    # A point each time the training seconds pass a multiple of 0.8 (a slow step may pass two at once), the last
+    # at the budget. Points record seconds to 2 decimals, and 2.4 // 0.8 is 2.0 in floating point: a margin.
     seconds = [p["train_seconds"] for p in curve]
-    intervals = [int(s / 0.4 + 1e-6) for s in seconds]
-    assert len(curve) >= 2 and seconds[-1] >= 1.2 and intervals[0] >= 1
+    intervals = [int(s / 0.8 + 1e-6) for s in seconds]
+    assert len(curve) >= 2 and seconds[-1] >= 2.4 and intervals[0] >= 1
     assert all(a < b for a, b in zip(intervals, intervals[1:]))
     log = (tmp_path / "seconds" / "train_log.jsonl").read_text().splitlines()
     rates = [e["learning_rate"] for e in map(json.loads, log) if "learning_rate" in e]

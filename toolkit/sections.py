@@ -475,8 +475,8 @@ class GenerationConfig(Strict):
     precision: Literal["fp32", "prefer_bf16"] = Field(
         default="fp32",
         description=(
-            "Inference: prefer_bf16 generates under bf16 autocast on machines with bf16 units (CUDA, avx512_bf16, "
-            "amx_bf16), fp32 elsewhere."
+            "Inference: prefer_bf16 generates with the weights in bf16 on machines with bf16 units (CUDA, "
+            "avx512_bf16, amx_bf16), fp32 elsewhere. Spans can differ from fp32's (docs/benchmarks.md)."
         ),
     )
     min_similarity: float = Field(

@@ -452,7 +452,7 @@ def export_run(
         # The reference (the run's PyTorch fp32 model) runs once; every path is compared with its outputs.
         texts = [r.text for r in records]
         timed = texts[: spec.speed_docs]
-        reference = load_predictor(run)
+        reference = load_predictor(run, **({"precision": "fp32"} if spec.generates else {}))
         if spec.generates:
             parity_windows, outputs, group = reference.views(texts)[0], _generator_outputs, None
         else:

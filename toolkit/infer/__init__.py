@@ -14,9 +14,9 @@ from toolkit.errors import ToolkitError
 from toolkit.rundir import Run, open_run
 
 
-def load_predictor(run: Run | Path | str):
+def load_predictor(run: Run | Path | str, **options):
     """A trained run (or artifact) as the predictor its task registers (Tagger, SegmentClassifier,
-    LinearSegmentClassifier, SpanGenerator)."""
+    LinearSegmentClassifier, SpanGenerator); `options` go to its `load` (SpanGenerator: precision)."""
     run = run if isinstance(run, Run) else open_run(run)
     predictor = run.spec.predictor_class()
     if predictor is None:
@@ -24,7 +24,7 @@ def load_predictor(run: Run | Path | str):
             f"{run.path} is a domain-adapted base model ({run.task}): it extracts nothing by itself",
             fix=f"fine-tune it: set model.name: {run.model_dir} in a token_classification or span_generation recipe",
         )
-    return predictor.load(run)
+    return predictor.load(run, **options)
 
 
 def predict_with_report(predictor, texts: Sequence[str]) -> tuple[list, list[list[str]], dict]:

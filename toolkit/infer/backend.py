@@ -9,11 +9,12 @@ from toolkit.pretrained import load_tokenizer
 from toolkit.rundir import ONNX_FILE, Run, open_run
 
 
-def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) -> tuple:
+def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None, dtype: str | None = None) -> tuple:
     """(model, tokenizer, meta, device) of a saved run or exported artifact.
 
     `auto_class` names a transformers Auto class; an ONNX artifact loads as optimum's
-    ORTModel of the same kind, which shares the transformers call and generate API.
+    ORTModel of the same kind, which shares the transformers call and generate API. `dtype` ("bfloat16")
+    loads a PyTorch model's weights in that precision; None keeps them as stored.
     """
     import torch
 
@@ -42,12 +43,19 @@ def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None) 
     from toolkit.attention import restore_attention
     from toolkit.gemma import register_gemma_tagger
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or default_device()
     config = transformers.AutoConfig.from_pretrained(directory)
     register_gemma_tagger(config.model_type)
-    model = getattr(transformers, auto_class).from_pretrained(directory, config=config).to(device)
+    weights = {"dtype": getattr(torch, dtype)} if dtype else {}
+    model = getattr(transformers, auto_class).from_pretrained(directory, config=config, **weights).to(device)
     restore_attention(model)
     return model, load_tokenizer(str(directory)), meta, device
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _session_options():

@@ -8,12 +8,14 @@ counted as a false positive and listed.
 
 from __future__ import annotations
 
+import copy
+import os
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolkit.infer.backend import autocast_context, load_model_dir, preferred_autocast
+from toolkit.infer.backend import default_device, load_model_dir, preferred_autocast
 from toolkit.infer.completions import (
     CompletionSpec,
     WindowReading,
@@ -27,12 +29,16 @@ from toolkit.infer.selector import WindowSelector
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 
+# Shorter shared prefixes are read with each prompt: a cache copy per batch would cost more than it saves.
+MIN_CACHED_PREFIX = 8
 
-def inference_autocast(meta: ModelMeta, device: str) -> str | None:
-    """bfloat16 when the model asks for it (generation.precision=prefer_bf16) and the device has bf16 units."""
+
+def inference_autocast(meta: ModelMeta, device: str, precision: str | None = None) -> str | None:
+    """ "bfloat16" when the model asks for it (generation.precision=prefer_bf16, or `precision`) and the device
+    has bf16 units; None for fp32. An ONNX artifact runs as exported."""
     if meta.export is not None and meta.export.runtime == "onnx":
         return None
-    return preferred_autocast(meta.generation.precision, device)
+    return preferred_autocast(precision or meta.generation.precision, device)
 
 
 class SpanGenerator:
@@ -46,18 +52,40 @@ class SpanGenerator:
         self.spec = CompletionSpec.of(meta.generation)
         self.device = device
         self.selector = selector
-        # "bfloat16": generate under autocast (generation.precision=prefer_bf16 on a machine with bf16 units).
+        # "bfloat16": generate with bf16 weights (generation.precision=prefer_bf16 on a machine with bf16 units).
+        # Not autocast: autocast re-casts every fp32 weight at every decoding step, which doubled decoding time.
         self.autocast: str | None = inference_autocast(meta, device)
         self.last_report: dict = {}
         self.last_selection: tuple[list, list[bool]] = ([], [])  # (windows, read by the decoder) of the last predict
+        self.reuse_prefix = True  # read the prompts' shared prefix once (False: every prompt whole; for benchmarks)
+        self._prefix: tuple | None = None  # (shared prompt prefix ids, its KV cache, the model that made it)
 
     @classmethod
-    def load(cls, run: Run | Path, device: str | None = None) -> SpanGenerator:
+    def load(cls, run: Run | Path, device: str | None = None, precision: str | None = None) -> SpanGenerator:
+        """The saved model, its weights loaded in the precision it generates in (`precision`, "fp32" or
+        "prefer_bf16", overrides the run's generation.precision)."""
         run = run if isinstance(run, Run) else open_run(run)
-        model, tokenizer, meta, device = load_model_dir(run, "AutoModelForCausalLM", device)
+        dtype = run.autocast or inference_autocast(run.meta, device or default_device(), precision)
+        model, tokenizer, meta, device = load_model_dir(run, "AutoModelForCausalLM", device, dtype)
         generator = cls(model, tokenizer, meta, device, WindowSelector.load(run.model_dir, meta.selector))
-        generator.autocast = run.autocast or generator.autocast  # an exported bf16 path runs as its export measured it
+        generator.autocast = dtype
         return generator
+
+    def runner(self):
+        """The model that generates: the model itself when it is stored in the precision asked for, else (a
+        model lent by training, for a curve point) a bf16 copy with any LoRA adapter merged, leaving
+        training's weights untouched."""
+        import torch
+
+        if self.autocast is None or not isinstance(self.model, torch.nn.Module):
+            return self.model
+        dtype = getattr(torch, self.autocast)
+        if next(self.model.parameters()).dtype == dtype:
+            return self.model
+        model = copy.deepcopy(self.model)
+        if hasattr(model, "merge_and_unload"):
+            model = model.merge_and_unload()
+        return model.to(dtype).eval()
 
     def prompt(self, texts: Sequence[str], view) -> str:
         """One window's prompt as the model sees it (export parity reads the same)."""
@@ -71,39 +99,75 @@ class SpanGenerator:
         """Every window of every document as the decoder reads it, and each document's segments (segments target)."""
         return document_views(self.tokenizer, list(texts), self.spec, self.meta.max_length, self.meta.stride)
 
-    def generate(self, prompts: Sequence[str], grammars: Sequence | None) -> tuple[list[tuple[str, bool]], int]:
-        """Greedy completions for a batch of prompts (left-padded): (text, ended with EOS) each, and the generated-token
-        count."""
+    def generate(
+        self, prompts: Sequence[str], grammars: Sequence | None, model=None
+    ) -> tuple[list[tuple[str, bool]], int]:
+        """Greedy completions for a batch of prompts: (text, ended with EOS) each, and the generated-token count.
+
+        The prompts' shared token prefix (the instruction) is read once and its KV cache reused by every batch:
+        each row is the prefix, left padding, then the row's own tokens, so every prompt ends at one column."""
         import torch
 
         from toolkit.infer.constrained import make_copy_processor
 
-        self.tokenizer.padding_side = "left"
-        enc = self.tokenizer(
-            list(prompts), return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False
-        ).to(self.device)
-        width = enc["input_ids"].shape[1]
+        model = model if model is not None else self.runner()
+        rows = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        prefix, cache = self._prefix_cache(model, rows)
+        tails = [r[len(prefix) :] for r in rows]
+        width = len(prefix) + max(len(t) for t in tails)
+        pad = self.tokenizer.pad_token_id
+        ids = [list(prefix) + [pad] * (width - len(prefix) - len(t)) + t for t in tails]
+        mask = [[1] * len(prefix) + [0] * (width - len(prefix) - len(t)) + [1] * len(t) for t in tails]
+        enc = {
+            "input_ids": torch.tensor(ids, device=self.device),
+            "attention_mask": torch.tensor(mask, device=self.device),
+        }
+        if cache is not None:
+            cache = copy.deepcopy(cache)  # generate() appends to the cache it is given
+            cache.batch_repeat_interleave(len(rows))
+            enc["past_key_values"] = cache
         processors = [make_copy_processor(self.tokenizer, grammars, width)] if grammars is not None else None
-        with torch.inference_mode(), autocast_context(self.device, self.autocast):
-            out = self.model.generate(
+        with torch.inference_mode():
+            out = model.generate(
                 **enc,
                 max_new_tokens=self.meta.generation.max_new_tokens,
                 do_sample=False,
                 logits_processor=processors,
                 eos_token_id=self.tokenizer.eos_token_id,
-                pad_token_id=self.tokenizer.pad_token_id,
+                pad_token_id=pad,
             )
         texts, count = [], 0
         for row in out[:, width:].tolist():
             finished = self.tokenizer.eos_token_id in row
             if finished:
                 row = row[: row.index(self.tokenizer.eos_token_id) + 1]
-            row = [t for t in row if t != self.tokenizer.pad_token_id]
+            row = [t for t in row if t != pad]
             count += len(row)
             texts.append(
                 (self.tokenizer.decode(row, skip_special_tokens=True, clean_up_tokenization_spaces=False), finished)
             )
         return texts, count
+
+    def _prefix_cache(self, model, rows: list[list[int]]) -> tuple[tuple[int, ...], object | None]:
+        """The token prefix every row shares and its KV cache, kept for the next batches while they share it;
+        ((), None) where the model cannot take a cache (an ONNX Runtime graph) or the prefix is short."""
+        import torch
+
+        if not self.reuse_prefix or not isinstance(model, torch.nn.Module):
+            return (), None
+        if self._prefix is not None and self._prefix[2] is model:
+            prefix, cache, _ = self._prefix
+            if all(len(r) > len(prefix) and tuple(r[: len(prefix)]) == prefix for r in rows):
+                return prefix, cache
+        shared = min(len(os.path.commonprefix(rows)), min(len(r) for r in rows) - 1)  # a token of its own each
+        if shared < MIN_CACHED_PREFIX:
+            return (), None
+        prefix = tuple(rows[0][:shared])
+        with torch.inference_mode():
+            ids = torch.tensor([prefix], device=self.device)
+            cache = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True).past_key_values
+        self._prefix = (prefix, cache, model)
+        return prefix, cache
 
     def predict(
         self, texts: Sequence[str], constrained: bool | None = None, batch_size: int | None = None
@@ -120,11 +184,12 @@ class SpanGenerator:
         readings = [WindowReading() for _ in views]
         truncated, generated_tokens = 0, 0
         order = sorted((i for i in range(len(views)) if read[i]), key=lambda i: views[i].end - views[i].start)
+        model = self.runner()
         for lo in range(0, len(order), batch_size):
             batch = order[lo : lo + batch_size]
             prompts = [self.prompt(texts, views[i]) for i in batch]
             grammars = [grammar_for(self.spec, views[i], self.labels) for i in batch] if constrained else None
-            outputs, n = self.generate(prompts, grammars)
+            outputs, n = self.generate(prompts, grammars, model)
             generated_tokens += n
             for i, (output, finished) in zip(batch, outputs):
                 if not finished:
@@ -132,6 +197,8 @@ class SpanGenerator:
                     output, _, tail = output.rpartition("\n")
                     truncated += 1 if tail.strip() else 0
                 readings[i] = read_completion(self.spec, views[i], output, self.labels)
+        if model is not self.model:
+            self._prefix = None  # release the bf16 copy of a lent model with its cache
         by_doc: list[list[int]] = [[] for _ in texts]
         for i, v in enumerate(views):
             by_doc[v.doc].append(i)
