@@ -58,3 +58,30 @@ def test_pytorch_tagger_answers_differ_by_rounding_only(tiny_mlm_run):
         for answer in batched:
             assert [s[:3] for s in answer] == [s[:3] for s in alone]
             assert [s[3] for s in answer] == pytest.approx([s[3] for s in alone], abs=1e-6)
+
+
+@pytest.mark.parametrize("path", ["openvino_fp32", "openvino_int8"])
+def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, tiny_mlm_run, tmp_path):
+    """Many windows run on one stream per thread (one thread each); every window's logits equal those of its
+    own call on the single two-thread stream, bit for bit."""
+    import numpy as np
+    import torch
+
+    from toolkit.infer.openvino_model import PAD_MULTIPLE, OpenVINOTokenClassifier
+    from toolkit.rundir import ExportInfo
+
+    export_run(tiny_mlm_run, tmp_path / path, precision=path, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+    predictor = load_predictor(tmp_path / path)
+    model = predictor.model
+    assert isinstance(model, OpenVINOTokenClassifier)
+    # The artifact runs at the padding its export measured; one saved before the key existed, at 64.
+    assert predictor.meta.export.pad_multiple == model.pad_multiple == PAD_MULTIPLE
+    assert ExportInfo(path=path, runtime="openvino", precision="fp32").pad_multiple == 64
+    model.threads = 2  # streams even where fewer cores are free (a CI worker's share)
+    windows = [list(w.input_ids) for w in predictor.windows(_texts())]
+    assert len(windows) > 4
+    each = model.logits_each(windows)
+    assert model._streams is not None
+    for w, logits in zip(windows, each):
+        alone = model(input_ids=torch.tensor([w]), attention_mask=torch.ones((1, len(w)), dtype=torch.long)).logits[0]
+        assert np.array_equal(logits, alone.numpy())

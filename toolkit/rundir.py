@@ -68,6 +68,9 @@ class ExportInfo(BaseModel):
     # Taggers: windows sized to each document up to this many tokens (one pass when a document fits), where
     # export measured it within the parity budget and faster; None: the trained windows.
     window_limit: int | None = None
+    # OpenVINO: input widths are rounded up to a multiple of this (its kernels are prepared per shape); the
+    # export measured the artifact at it. Artifacts saved before the key existed ran at 64.
+    pad_multiple: int = 64
 
 
 class ModelMeta(BaseModel):

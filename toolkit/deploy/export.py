@@ -33,7 +33,13 @@ from toolkit.deploy.model_card import write_model_card
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import document_counts, paired_bootstrap, score
 from toolkit.infer import load_predictor
-from toolkit.infer.openvino_model import convert_onnx, nncf_available, openvino_available, quantize_int8
+from toolkit.infer.openvino_model import (
+    PAD_MULTIPLE,
+    convert_onnx,
+    nncf_available,
+    openvino_available,
+    quantize_int8,
+)
 from toolkit.infer.selector import SELECTOR_FILE
 from toolkit.registry import Task
 from toolkit.rundir import (
@@ -384,9 +390,9 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
         if side and (run.model_dir / side).is_file() and not (directory / side).is_file():
             shutil.copy2(run.model_dir / side, directory / side)
     # toolkit.json says how to run the folder: the predictors read runtime and precision from it.
-    write_meta(
-        directory, run.meta.model_copy(update={"export": ExportInfo(path=name, runtime=runtime, precision=precision)})
-    )
+    padding = {"pad_multiple": PAD_MULTIPLE} if runtime == "openvino" else {}
+    export = ExportInfo(path=name, runtime=runtime, precision=precision, **padding)
+    write_meta(directory, run.meta.model_copy(update={"export": export}))
     if run.config_path is not None:
         # The run's recipe travels with the artifact: `toolkit eval ARTIFACT` applies its label map.
         shutil.copy2(run.config_path, directory / CONFIG_FILE)

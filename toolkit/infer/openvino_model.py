@@ -18,7 +18,9 @@ OPENVINO_FILE = "openvino_model.xml"  # with openvino_model.bin beside it
 # export precision -> OpenVINO's inference precision hint. An int8 graph runs its quantized matmuls in int8
 # (VNNI / AMX int8 units) whatever the hint; the hint sets the precision of everything else.
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
-PAD_MULTIPLE = 64
+# Input widths are rounded up to a multiple of this, so shapes repeat (OpenVINO's CPU plugin prepares kernels
+# per shape). 32 was faster than 64, 16 and 8 for MiniLM windows at bf16 and int8 (docs/benchmarks.md).
+PAD_MULTIPLE = 32
 
 
 def openvino_available() -> bool:
@@ -71,40 +73,88 @@ class _Output:
 class OpenVINOTokenClassifier:
     """A compiled OpenVINO model with the transformers token-classification call."""
 
-    def __init__(self, directory: Path, precision: str, threads: int | None = None):
+    def __init__(self, directory: Path, precision: str, threads: int | None = None, pad_multiple: int = PAD_MULTIPLE):
         import openvino as ov
         from transformers import AutoConfig
 
         self.config = AutoConfig.from_pretrained(directory)
         self.pad_id = self.config.pad_token_id or 0
-        properties = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision], "PERFORMANCE_HINT": "LATENCY"}
-        if threads:
-            properties["INFERENCE_NUM_THREADS"] = threads
-        core = ov.Core()
-        self.compiled = core.compile_model(core.read_model(str(directory / OPENVINO_FILE)), "CPU", properties)
+        self.pad_multiple = pad_multiple
+        self.properties = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision]}
+        self.threads = threads or _cores()
+        self.core = ov.Core()
+        self.graph = self.core.read_model(str(directory / OPENVINO_FILE))
+        latency = {**self.properties, "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": self.threads}
+        self.compiled = self.core.compile_model(self.graph, "CPU", latency)
         self.input_names = {port.get_any_name() for port in self.compiled.inputs}
         self._request = self.compiled.create_infer_request()
+        self._streams = None  # compiled on the first call with many windows (`logits_each`)
         # One infer request is not safe to share between threads; the service may call from more than one.
         self._lock = threading.Lock()
 
     def eval(self) -> OpenVINOTokenClassifier:
         return self
 
+    def _feeds(self, input_ids, attention_mask) -> tuple[dict, int]:
+        """numpy inputs with the width rounded up to a multiple of `pad_multiple`: OpenVINO's CPU plugin prepares
+        kernels for each new input shape, and rounded widths repeat (padding is masked). Returns the true width."""
+        import numpy as np
+
+        input_ids, attention_mask = np.asarray(input_ids), np.asarray(attention_mask)
+        width = input_ids.shape[1]
+        padded = -(-width // self.pad_multiple) * self.pad_multiple
+        if padded != width:
+            extra = ((0, 0), (0, padded - width))
+            input_ids = np.pad(input_ids, extra, constant_values=self.pad_id)
+            attention_mask = np.pad(attention_mask, extra, constant_values=0)
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
+        return {k: v for k, v in feeds.items() if k in self.input_names}, width
+
     def __call__(self, input_ids, attention_mask, **_) -> _Output:
         import numpy as np
         import torch
 
-        width = input_ids.shape[1]
-        # OpenVINO's CPU plugin prepares kernels for each new input shape; rounding the width up to a multiple
-        # of PAD_MULTIPLE lets shapes repeat (padding is masked; the logits of real tokens are kept).
-        padded = -(-width // PAD_MULTIPLE) * PAD_MULTIPLE
-        if padded != width:
-            input_ids = torch.nn.functional.pad(input_ids, (0, padded - width), value=self.pad_id)
-            attention_mask = torch.nn.functional.pad(attention_mask, (0, padded - width), value=0)
-        feeds = {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()}
-        if "token_type_ids" in self.input_names:
-            feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
+        feeds, width = self._feeds(input_ids.numpy(), attention_mask.numpy())
         with self._lock:
-            logits = self._request.infer({k: v for k, v in feeds.items() if k in self.input_names})
+            logits = self._request.infer(feeds)
             out = torch.from_numpy(np.array(logits[self.compiled.output(0)][:, :width], dtype=np.float32))
         return _Output(out)
+
+    def logits_each(self, windows: list[list[int]]) -> list:
+        """Each window's logits [tokens, outputs] from a call of its own, the calls spread over one stream per
+        thread (one thread each). A window's answer is the one it gets alone; the streams only change how
+        many run at once (tests/test_batch_invariance.py), which a single stream of two threads does not
+        fill on windows this small (docs/benchmarks.md)."""
+        import numpy as np
+        import openvino as ov
+
+        if self.threads < 2 or len(windows) < 2:
+            out = []
+            for w in windows:
+                feeds, width = self._feeds(np.array([w], dtype=np.int64), np.ones((1, len(w)), dtype=np.int64))
+                with self._lock:
+                    logits = self._request.infer(feeds)[self.compiled.output(0)]
+                    out.append(np.array(logits[0, :width], dtype=np.float32))
+            return out
+        with self._lock:
+            if self._streams is None:
+                streams = {**self.properties, "NUM_STREAMS": self.threads, "INFERENCE_NUM_THREADS": self.threads}
+                self._streams = self.core.compile_model(self.graph, "CPU", streams)
+            queue = ov.AsyncInferQueue(self._streams, self.threads)
+            out: list = [None] * len(windows)
+
+            def done(request, i):
+                out[i] = np.array(request.get_output_tensor(0).data[0, : len(windows[i])], dtype=np.float32)
+
+            queue.set_callback(done)
+            for i, w in enumerate(windows):
+                feeds, _ = self._feeds(np.array([w], dtype=np.int64), np.ones((1, len(w)), dtype=np.int64))
+                queue.start_async(feeds, userdata=i)
+            queue.wait_all()
+        return out
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

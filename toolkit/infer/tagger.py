@@ -69,6 +69,9 @@ class Tagger:
         """Per-window logits [tokens, outputs]; windows are batched by length to limit padding."""
         import torch
 
+        if self.window_alone and hasattr(self.model, "logits_each"):
+            # OpenVINO: every window alone, as many at once as there are threads.
+            return self.model.logits_each([list(w.input_ids) for w in windows])
         batch_size = 1 if self.window_alone else batch_size
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))
         out: list[np.ndarray | None] = [None] * len(windows)

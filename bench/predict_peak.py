@@ -1,0 +1,138 @@
+"""Batched prediction of an exported tagger against the matmul peak of its precision, on this machine.
+
+    .venv/bin/python bench/predict_peak.py ARTIFACT --data ../shared/data/ncbi_disease/dev.jsonl [--rounds 3]
+
+Per round, alternating: the artifact's batched predict (16 documents a call, as `toolkit predict` sends
+them) with OpenVINO's windows spread over one stream per thread, and the same on one two-thread stream
+(`one stream`, the path before the streams); then `toolkit predict`'s whole local path (reading, JSON
+writing included). Reports medians, the FLOP count per document (2 x parameters outside the embeddings
+per token, plus the attention products, over the windows' real tokens: padding is not counted as work),
+the achieved GFLOP/s, and the largest rate a plain matmul of the artifact's precision reaches here in the
+same run (PyTorch: bf16 or fp32 `mm`, int8 `_int_mm`, at 1024-4096 square, median of 5). Every mode's
+spans must equal the first mode's. Run it alone: a busy core changes the figures several-fold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from toolkit.hardware import benchmark_header  # noqa: E402
+from toolkit.infer import load_predictor  # noqa: E402
+from toolkit.infer.collection import predict_collection  # noqa: E402
+
+BATCH = 16
+
+
+def document_flops(config, outside_embeddings: int, windows) -> float:
+    """Work of the windows' real tokens: dense layers plus the attention products."""
+    dense = sum(2 * outside_embeddings * len(w.input_ids) for w in windows)
+    attention = sum(4 * config.num_hidden_layers * config.hidden_size * len(w.input_ids) ** 2 for w in windows)
+    return dense + attention
+
+
+def matmul_peak(precision: str) -> tuple[float, int]:
+    """(best GFLOP/s, its size) of a square matmul in `precision` (int8: GOP/s of int8 x int8 -> int32)."""
+    import torch
+
+    best = (0.0, 0)
+    for n in (1024, 2048, 4096):
+        if precision == "int8":
+            a = torch.randint(-100, 100, (n, n), dtype=torch.int8)
+            b = torch.randint(-100, 100, (n, n), dtype=torch.int8)
+            call = torch._int_mm
+        else:
+            dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+            a, b, call = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype), torch.mm
+        call(a, b)
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            call(a, b)
+            times.append(time.perf_counter() - started)
+        rate = 2 * n**3 / statistics.median(times) / 1e9
+        best = max(best, (rate, n))
+    return best
+
+
+def predict_all(predictor, texts: list[str]) -> tuple[float, list]:
+    started = time.perf_counter()
+    spans = []
+    for lo in range(0, len(texts), BATCH):
+        spans += predictor.predict(texts[lo : lo + BATCH])
+    return time.perf_counter() - started, [[(s.start, s.end, s.label, s.score) for s in doc] for doc in spans]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("artifact", type=Path)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    machine = benchmark_header()
+    texts = [json.loads(line)["text"] for line in args.data.read_text().splitlines() if line.strip()]
+    predictor = load_predictor(args.artifact)
+    precision = predictor.meta.export.precision if predictor.meta.export else "fp32"
+    model = predictor.model
+    streams = getattr(model, "threads", 1)
+    modes = {"streams": streams, "one stream": 1} if hasattr(model, "logits_each") else {"as exported": streams}
+
+    import torch
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(args.artifact)
+    windows = predictor.windows(texts)
+    outside = _parameters_outside_embeddings(args.artifact, config)
+    flops = document_flops(config, outside, windows) / len(texts)
+
+    seconds: dict[str, list[float]] = {m: [] for m in modes}
+    seconds["toolkit predict"] = []
+    reference = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(args.rounds):
+            for mode, threads in modes.items():
+                model.threads = threads
+                wall, spans = predict_all(predictor, texts)
+                reference = reference or spans
+                assert spans == reference, f"{mode}: spans differ from the first mode's"
+                seconds[mode].append(wall)
+            out = Path(tmp) / f"predict_{k}.jsonl"
+            started = time.perf_counter()
+            summary = predict_collection(args.artifact, [args.data], out, batch_size=BATCH)
+            seconds["toolkit predict"].append(time.perf_counter() - started)
+            assert summary["predicted"] == len(texts) and summary["failed"] == 0, summary
+    peak, size = matmul_peak(precision)
+    print(f"\nartifact: {args.artifact} ({predictor.meta.export.path if predictor.meta.export else 'run'})")
+    print(f"threads: {torch.get_num_threads()} (torch), OpenVINO streams: {streams}")
+    print(f"documents: {len(texts)}, windows: {len(windows)}, real tokens: {sum(len(w.input_ids) for w in windows)}")
+    print(f"FLOP per document: {flops / 1e9:.2f} GFLOP ({outside / 1e6:.1f}M parameters outside the embeddings)")
+    print(f"{precision} matmul peak here: {peak:.0f} GFLOP/s ({size}^3, PyTorch)\n")
+    print("| mode | median s | docs/s | GFLOP/s | share of the peak |")
+    print("|---|---|---|---|---|")
+    for mode, walls in seconds.items():
+        wall = statistics.median(walls)
+        rate = len(texts) / wall
+        print(f"| {mode} | {wall:.2f} | {rate:.1f} | {rate * flops / 1e9:.0f} | {rate * flops / 1e9 / peak:.0%} |")
+    print(f"\nCPU: {machine['cpu']}; flags: {' '.join(machine['cpu_flags'])}")
+
+
+def _parameters_outside_embeddings(artifact: Path, config) -> int:
+    """Parameters of the encoder outside its embedding tables (the token-classification head included)."""
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    with torch.device("meta"):
+        model = AutoModelForTokenClassification.from_config(config)
+    embeddings = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
+    return sum(p.numel() for p in model.parameters()) - embeddings
+
+
+if __name__ == "__main__":
+    main()
