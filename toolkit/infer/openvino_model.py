@@ -88,7 +88,8 @@ class OpenVINOTokenClassifier:
         self.compiled = self.core.compile_model(self.graph, "CPU", latency)
         self.input_names = {port.get_any_name() for port in self.compiled.inputs}
         self._request = self.compiled.create_infer_request()
-        self._streams = None  # compiled on the first call with many windows (`logits_each`)
+        self._streams = None  # compiled on the first call with many windows (`logits_each`), with its queue
+        self._queue = None
         # One infer request is not safe to share between threads; the service may call from more than one.
         self._lock = threading.Lock()
 
@@ -140,7 +141,9 @@ class OpenVINOTokenClassifier:
             if self._streams is None:
                 streams = {**self.properties, "NUM_STREAMS": self.threads, "INFERENCE_NUM_THREADS": self.threads}
                 self._streams = self.core.compile_model(self.graph, "CPU", streams)
-            queue = ov.AsyncInferQueue(self._streams, self.threads)
+                # Kept: its infer requests hold their buffers from one call to the next.
+                self._queue = ov.AsyncInferQueue(self._streams, self.threads)
+            queue = self._queue
             out: list = [None] * len(windows)
 
             def done(request, i):
