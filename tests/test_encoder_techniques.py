@@ -38,6 +38,28 @@ def test_viterbi_never_starts_a_span_with_i_and_keeps_valid_argmax_paths():
     assert len(viterbi_path(np.zeros((0, 5)), allowed, first)) == 0
 
 
+def test_viterbi_finds_the_best_allowed_path_by_exhaustive_search():
+    """Against every tag sequence of 5 words: the most probable allowed one, whether or not the argmax path
+    is allowed (which the decoder returns without searching)."""
+    import itertools
+
+    allowed, first = iob2_transitions(TAGS)
+    rng = np.random.default_rng(0)
+    greedy_allowed = 0
+    for concentration in (0.3, 1.0, 5.0):
+        for _ in range(40):
+            p = rng.dirichlet([concentration] * len(TAGS), size=5)
+            paths = [
+                path
+                for path in itertools.product(range(len(TAGS)), repeat=5)
+                if first[path[0]] and all(allowed[a, b] for a, b in zip(path, path[1:]))
+            ]
+            best = max(paths, key=lambda path: sum(np.log(p[t, k]) for t, k in enumerate(path)))
+            assert tuple(viterbi_path(p, allowed, first)) == best
+            greedy_allowed += tuple(p.argmax(-1)) in paths
+    assert 0 < greedy_allowed < 120  # both branches ran
+
+
 def test_viterbi_joins_a_span_that_argmax_fragments():
     text = "acute renal failure here"
     offsets = [(0, 5), (6, 11), (12, 19), (20, 24)]

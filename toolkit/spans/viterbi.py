@@ -40,6 +40,9 @@ def viterbi_path(probs: np.ndarray, allowed: np.ndarray, allowed_first: np.ndarr
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     logp = np.log(np.clip(probs, 1e-12, 1.0))
+    greedy = logp.argmax(1)
+    if allowed_first[greedy[0]] and allowed[greedy[:-1], greedy[1:]].all():
+        return greedy  # the best path of all is allowed, so it is the best allowed path: nothing to search
     # -inf for forbidden moves; every tag set here keeps O reachable from anywhere, so a path always exists.
     penalty = np.where(allowed, 0.0, -np.inf)
     score = np.where(allowed_first, logp[0], -np.inf)
