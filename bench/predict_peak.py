@@ -98,7 +98,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.rounds):
             for mode, threads in modes.items():
-                model.threads = threads
+                if hasattr(model, "logits_each"):
+                    model.threads = threads
                 wall, spans = predict_all(predictor, texts)
                 reference = reference or spans
                 assert spans == reference, f"{mode}: spans differ from the first mode's"

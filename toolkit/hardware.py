@@ -81,11 +81,16 @@ def free_cores_for(cores: int, others: float) -> int:
     return max(1, cores - taken)
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def measure_conditions(seconds: float = 0.5) -> dict:
     """What else the machine is doing, sampled over `seconds` while this process sleeps: load average,
     cores busy with other processes, the cores left free, and a warning when timings would suffer.
     Every benchmark and `toolkit export`'s path timings record it."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = available_cores()
     stat, own = Path("/proc/stat"), Path("/proc/self/stat")
     load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
     if not (stat.is_file() and own.is_file()):

@@ -193,7 +193,7 @@ INT8_BLOCK = 32
 
 
 def _throughput(predictor, texts: list[str]) -> dict:
-    """The artifact's batched speed on the parity documents (after one warm-up document): the service
+    """The artifact's batched speed on the parity documents (after a warm-up pass over them): the service
     sizes its admission queue from chars_per_second."""
     predictor.predict(texts)  # warm-up: every input shape seen once, as in a running service
     started = time.perf_counter()

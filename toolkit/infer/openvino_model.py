@@ -77,11 +77,13 @@ class OpenVINOTokenClassifier:
         import openvino as ov
         from transformers import AutoConfig
 
+        from toolkit.hardware import available_cores
+
         self.config = AutoConfig.from_pretrained(directory)
         self.pad_id = self.config.pad_token_id or 0
         self.pad_multiple = pad_multiple
         self.properties = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision]}
-        self.threads = threads or _cores()
+        self.threads = threads or available_cores()
         self.core = ov.Core()
         self.graph = self.core.read_model(str(directory / OPENVINO_FILE))
         latency = {**self.properties, "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": self.threads}
@@ -111,15 +113,19 @@ class OpenVINOTokenClassifier:
         feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
         return {k: v for k, v in feeds.items() if k in self.input_names}, width
 
-    def __call__(self, input_ids, attention_mask, **_) -> _Output:
+    def _infer(self, input_ids, attention_mask):
+        """Logits [batch, width, outputs] of one call on the all-thread stream (the padding cut off)."""
         import numpy as np
+
+        feeds, width = self._feeds(input_ids, attention_mask)
+        with self._lock:
+            logits = self._request.infer(feeds)[self.compiled.output(0)]
+            return np.array(logits[:, :width], dtype=np.float32)
+
+    def __call__(self, input_ids, attention_mask, **_) -> _Output:
         import torch
 
-        feeds, width = self._feeds(input_ids.numpy(), attention_mask.numpy())
-        with self._lock:
-            logits = self._request.infer(feeds)
-            out = torch.from_numpy(np.array(logits[self.compiled.output(0)][:, :width], dtype=np.float32))
-        return _Output(out)
+        return _Output(torch.from_numpy(self._infer(input_ids.numpy(), attention_mask.numpy())))
 
     def logits_each(self, windows: list[list[int]]) -> list:
         """Each window's logits [tokens, outputs] from a call of its own; more windows than threads are spread
@@ -131,13 +137,7 @@ class OpenVINOTokenClassifier:
 
         # A few windows (one abstract's two) finish sooner one after another on the two-thread stream.
         if self.threads < 2 or len(windows) <= self.threads:
-            out = []
-            for w in windows:
-                feeds, width = self._feeds(np.array([w], dtype=np.int64), np.ones((1, len(w)), dtype=np.int64))
-                with self._lock:
-                    logits = self._request.infer(feeds)[self.compiled.output(0)]
-                    out.append(np.array(logits[0, :width], dtype=np.float32))
-            return out
+            return [self._infer(*_alone(w))[0] for w in windows]
         with self._lock:
             if self._streams is None:
                 streams = {**self.properties, "NUM_STREAMS": self.threads, "INFERENCE_NUM_THREADS": self.threads}
@@ -152,13 +152,15 @@ class OpenVINOTokenClassifier:
 
             queue.set_callback(done)
             for i, w in enumerate(windows):
-                feeds, _ = self._feeds(np.array([w], dtype=np.int64), np.ones((1, len(w)), dtype=np.int64))
+                feeds, _ = self._feeds(*_alone(w))
                 queue.start_async(feeds, userdata=i)
             queue.wait_all()
         return out
 
 
-def _cores() -> int:
-    import os
+def _alone(window: list[int]) -> tuple:
+    """(input_ids, attention_mask) of one window as a batch of one."""
+    import numpy as np
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    ids = np.array([window], dtype=np.int64)
+    return ids, np.ones_like(ids)
