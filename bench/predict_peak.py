@@ -44,7 +44,7 @@ def matmul_peak(precision: str) -> tuple[float, int]:
 
     best = (0.0, 0)
     for n in (1024, 2048, 4096):
-        if precision == "int8":
+        if precision.startswith("int8"):
             a = torch.randint(-100, 100, (n, n), dtype=torch.int8)
             b = torch.randint(-100, 100, (n, n), dtype=torch.int8)
             call = torch._int_mm
@@ -81,7 +81,7 @@ def main() -> None:
     predictor = load_predictor(args.artifact)
     precision = predictor.meta.export.precision if predictor.meta.export else "fp32"
     model = predictor.model
-    streams = getattr(model, "threads", 1)
+    streams = getattr(model, "streams", 1)
     modes = {"streams": streams, "one stream": 1} if hasattr(model, "logits_each") else {"as exported": streams}
 
     import torch
@@ -99,7 +99,7 @@ def main() -> None:
         for k in range(args.rounds):
             for mode, threads in modes.items():
                 if hasattr(model, "logits_each"):
-                    model.threads = threads
+                    model.streams = threads
                 wall, spans = predict_all(predictor, texts)
                 reference = reference or spans
                 assert spans == reference, f"{mode}: spans differ from the first mode's"

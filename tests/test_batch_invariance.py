@@ -67,7 +67,7 @@ def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, tiny
     import numpy as np
     import torch
 
-    from toolkit.infer.openvino_model import PAD_MULTIPLE, OpenVINOTokenClassifier
+    from toolkit.infer.openvino_model import PAD_MULTIPLE, STATIC_MAX_WIDTH, OpenVINOTokenClassifier
     from toolkit.rundir import ExportInfo
 
     export_run(tiny_mlm_run, tmp_path / path, precision=path, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
@@ -76,12 +76,22 @@ def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, tiny
     assert isinstance(model, OpenVINOTokenClassifier)
     # The artifact runs at the padding its export measured; one saved before the key existed, at 64.
     assert predictor.meta.export.pad_multiple == model.pad_multiple == PAD_MULTIPLE
-    assert ExportInfo(path=path, runtime="openvino", precision="fp32").pad_multiple == 64
-    model.threads = 2  # streams even where fewer cores are free (a CI worker's share)
+    assert predictor.meta.export.static_max_width == model.static_max_width == STATIC_MAX_WIDTH
+    old = ExportInfo(path=path, runtime="openvino", precision="fp32")
+    assert (old.pad_multiple, old.static_max_width) == (64, 0)
+    model.streams = 2  # streams even where fewer cores are free (a CI worker's share)
+    # Warm-up compiles every padded width a trained window can take, on one stream and on the streams.
+    predictor.warm_up()
+    widths = set(range(PAD_MULTIPLE, (predictor.window_limit or predictor.meta.max_length) + 1, PAD_MULTIPLE))
+    assert set(model._requests) == set(model._queues) == widths
     windows = [list(w.input_ids) for w in predictor.windows(_texts())]
     assert len(windows) > 4
-    each = model.logits_each(windows)
-    assert model._streams is not None
-    for w, logits in zip(windows, each):
-        alone = model(input_ids=torch.tensor([w]), attention_mask=torch.ones((1, len(w)), dtype=torch.long)).logits[0]
-        assert np.array_equal(logits, alone.numpy())
+    # All widths on static shapes, then the wider ones on the dynamic model: each shape keeps its model.
+    for static_max_width in (STATIC_MAX_WIDTH, PAD_MULTIPLE):
+        model.static_max_width = static_max_width
+        each = model.logits_each(windows)
+        for w, logits in zip(windows, each):
+            ids = torch.tensor([w])
+            alone = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0]
+            assert np.array_equal(logits, alone.numpy())
+    assert None in model._queues, "the windows wider than the static limit ran on the dynamic model's streams"

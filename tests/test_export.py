@@ -234,13 +234,16 @@ def test_auto_keeps_the_fastest_path_within_budget_and_records_every_path(tiny_m
         "openvino_fp32",
         "openvino_bf16",
         "openvino_int8",
+        "openvino_int8_bf16",
     }
     measured = {name: p for name, p in paths.items() if "skipped" not in p}
     assert {"onnx_fp32", "onnx_fused", "onnx_int8", "pytorch_fp32", "openvino_fp32", "openvino_int8"} <= set(measured)
     # Static int8: scales calibrated on training windows, recorded with the path.
     assert "calibrated on" in manifest["parity"]["openvino_int8"]["scheme"]
-    for bf16 in ("pytorch_bf16", "openvino_bf16"):
+    for bf16 in ("pytorch_bf16", "openvino_bf16", "openvino_int8_bf16"):
         assert ("skipped" not in paths[bf16]) == manifest["hardware"]["bf16"]
+    if "skipped" not in paths["openvino_int8_bf16"]:  # one calibration: the int8 model, compiled with bf16 around it
+        assert "compiled with bf16" in manifest["parity"]["openvino_int8_bf16"]["scheme"]
     assert all(
         p["docs_per_second"] > 0 and p["span_f1"] == manifest["parity"][name]["span_f1"] for name, p in measured.items()
     )
@@ -311,6 +314,7 @@ def test_paths_that_cannot_apply_say_why():
     assert "KV cache" in unavailable("openvino_fp32", decoder, cpu, "llama")
     assert "bidirectional" in unavailable("openvino_fp32", tagger, cpu, "llama", bidirectional=True)
     assert unavailable("openvino_int8", tagger, {"bf16": False}, "bert") is None  # int8 needs no bf16 units
+    assert "no bf16 units" in unavailable("openvino_int8_bf16", tagger, {"bf16": False}, "bert")
 
 
 def test_cpu_flags_are_read_from_cpuinfo():

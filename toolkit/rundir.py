@@ -71,6 +71,9 @@ class ExportInfo(BaseModel):
     # OpenVINO: input widths are rounded up to a multiple of this (its kernels are prepared per shape); the
     # export measured the artifact at it. Artifacts saved before the key existed ran at 64.
     pad_multiple: int = 64
+    # OpenVINO: single windows up to this width run on models compiled for their exact shape; the export
+    # measured the artifact so. Artifacts saved before the key existed ran every shape on one dynamic model.
+    static_max_width: int = 0
 
 
 class ModelMeta(BaseModel):

@@ -372,6 +372,8 @@ class Extraction:
 
             set_inference_threads(SETTINGS.model_threads)  # PyTorch at once, ONNX Runtime's session below
         self.predictor = load_predictor(SETTINGS.artifact)
+        if hasattr(self.predictor, "warm_up"):
+            self.predictor.warm_up()  # before /readyz answers: no request waits for a runtime's compilation
         self.batcher = ModelBatcher(self._predict, SETTINGS.max_batch_size)
         self.model_info = {
             "id": MANIFEST["model_id"],

@@ -24,7 +24,10 @@ def load_model_dir(run: Run | Path, auto_class: str, device: str | None = None, 
         from toolkit.hardware import inference_threads
         from toolkit.infer.openvino_model import OpenVINOTokenClassifier
 
-        model = OpenVINOTokenClassifier(directory, meta.export.precision, inference_threads(), meta.export.pad_multiple)
+        export = meta.export
+        model = OpenVINOTokenClassifier(
+            directory, export.precision, inference_threads(), export.pad_multiple, export.static_max_width
+        )
         return model, load_tokenizer(str(directory)), meta, "cpu"
     if run.runtime == "onnx":
         import optimum.onnxruntime as ort_models

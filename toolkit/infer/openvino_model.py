@@ -17,10 +17,13 @@ from pathlib import Path
 OPENVINO_FILE = "openvino_model.xml"  # with openvino_model.bin beside it
 # export precision -> OpenVINO's inference precision hint. An int8 graph runs its quantized matmuls in int8
 # (VNNI / AMX int8 units) whatever the hint; the hint sets the precision of everything else.
-PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
-# Input widths are rounded up to a multiple of this, so shapes repeat (OpenVINO's CPU plugin prepares kernels
-# per shape). 32 was faster than 64, 16 and 8 for MiniLM windows at bf16 and int8 (docs/benchmarks.md).
-PAD_MULTIPLE = 32
+PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32", "int8_bf16": "bf16"}
+# Input widths are rounded up to a multiple of this, so shapes repeat: every width is a model compiled for it
+# (see the class). 64 ran MiniLM abstracts within 2% of 32's speed with half the compiled shapes, so half the
+# memory and load time; on dynamic shapes alone 32 had been faster (docs/benchmarks.md).
+PAD_MULTIPLE = 64
+# A single window up to this many tokens runs on a model compiled for its exact shape (see the class).
+STATIC_MAX_WIDTH = 512
 
 
 def openvino_available() -> bool:
@@ -71,9 +74,22 @@ class _Output:
 
 
 class OpenVINOTokenClassifier:
-    """A compiled OpenVINO model with the transformers token-classification call."""
+    """A compiled OpenVINO model with the transformers token-classification call.
 
-    def __init__(self, directory: Path, precision: str, threads: int | None = None, pad_multiple: int = PAD_MULTIPLE):
+    A single window of up to `static_max_width` tokens (padded) runs on a model compiled for exactly its shape,
+    [1, width], compiled on the first window of that width and kept: the CPU plugin fuses more of a static graph
+    (its elementwise chains into Subgraph kernels) and ran windows a fifth faster (docs/benchmarks.md). Other
+    shapes share one dynamic model. A shape always runs on the same compiled model, so a window's answer never
+    depends on the call it came in."""
+
+    def __init__(
+        self,
+        directory: Path,
+        precision: str,
+        threads: int | None = None,
+        pad_multiple: int = PAD_MULTIPLE,
+        static_max_width: int = STATIC_MAX_WIDTH,
+    ):
         import openvino as ov
         from transformers import AutoConfig
 
@@ -82,21 +98,59 @@ class OpenVINOTokenClassifier:
         self.config = AutoConfig.from_pretrained(directory)
         self.pad_id = self.config.pad_token_id or 0
         self.pad_multiple = pad_multiple
+        self.static_max_width = static_max_width
         self.properties = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision]}
         self.threads = threads or available_cores()
+        self.streams = self.threads  # many windows: one stream per thread; 1: one after another on all threads
         self.core = ov.Core()
         self.graph = self.core.read_model(str(directory / OPENVINO_FILE))
-        latency = {**self.properties, "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": self.threads}
-        self.compiled = self.core.compile_model(self.graph, "CPU", latency)
-        self.input_names = {port.get_any_name() for port in self.compiled.inputs}
-        self._request = self.compiled.create_infer_request()
-        self._streams = None  # compiled on the first call with many windows (`logits_each`), with its queue
-        self._queue = None
+        self.input_names = {port.get_any_name() for port in self.graph.inputs}
+        # shape key (a width, or None for the dynamic model) -> infer request on all threads / stream queue.
+        self._requests: dict = {}
+        self._queues: dict = {}
         # One infer request is not safe to share between threads; the service may call from more than one.
         self._lock = threading.Lock()
 
     def eval(self) -> OpenVINOTokenClassifier:
         return self
+
+    def _key(self, batch: int, width: int) -> int | None:
+        return width if batch == 1 and width <= self.static_max_width else None
+
+    def _compile(self, key: int | None, properties: dict):
+        graph = self.graph
+        if key is not None:
+            graph = self.graph.clone()
+            graph.reshape({name: [1, key] for name in self.input_names})
+        return self.core.compile_model(graph, "CPU", {**self.properties, **properties})
+
+    def _request(self, key: int | None):
+        """The infer request of shape `key` on one stream of all threads (the lowest latency for one window)."""
+        if key not in self._requests:
+            latency = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": self.threads}
+            self._requests[key] = self._compile(key, latency).create_infer_request()
+        return self._requests[key]
+
+    def _queue(self, key: int | None):
+        """The stream queue of shape `key`: one stream per thread, one thread each. Kept: its infer requests hold
+        their buffers from one call to the next."""
+        import openvino as ov
+
+        if key not in self._queues:
+            streams = {"NUM_STREAMS": self.streams, "INFERENCE_NUM_THREADS": self.streams}
+            self._queues[key] = ov.AsyncInferQueue(self._compile(key, streams), self.streams)
+        return self._queues[key]
+
+    def prepare(self, max_width: int) -> int:
+        """Compile every static shape a window of up to `max_width` tokens can take, for one window and for the
+        streams, so that no request waits for a compilation (about a second a shape); returns the shape count."""
+        widths = range(self.pad_multiple, min(max_width, self.static_max_width) + self.pad_multiple, self.pad_multiple)
+        with self._lock:
+            for width in widths:
+                self._request(width)
+                if self.streams > 1:
+                    self._queue(width)
+        return len(widths)
 
     def _feeds(self, input_ids, attention_mask) -> tuple[dict, int]:
         """numpy inputs with the width rounded up to a multiple of `pad_multiple`: OpenVINO's CPU plugin prepares
@@ -114,12 +168,13 @@ class OpenVINOTokenClassifier:
         return {k: v for k, v in feeds.items() if k in self.input_names}, width
 
     def _infer(self, input_ids, attention_mask):
-        """Logits [batch, width, outputs] of one call on the all-thread stream (the padding cut off)."""
+        """Logits [batch, width, outputs] of one call on all threads (the padding cut off)."""
         import numpy as np
 
         feeds, width = self._feeds(input_ids, attention_mask)
+        ids = feeds["input_ids"]
         with self._lock:
-            logits = self._request.infer(feeds)[self.compiled.output(0)]
+            logits = self._request(self._key(*ids.shape)).infer(feeds)[0]
             return np.array(logits[:, :width], dtype=np.float32)
 
     def __call__(self, input_ids, attention_mask, **_) -> _Output:
@@ -133,28 +188,27 @@ class OpenVINOTokenClassifier:
         windows this small (docs/benchmarks.md). A window's answer is the one it gets alone, bit for bit: the
         streams only change how many run at once (tests/test_batch_invariance.py)."""
         import numpy as np
-        import openvino as ov
 
-        # A few windows (one abstract's two) finish sooner one after another on the two-thread stream.
-        if self.threads < 2 or len(windows) <= self.threads:
+        # A few windows (one abstract's two) finish sooner one after another on all threads.
+        if self.streams < 2 or len(windows) <= self.streams:
             return [self._infer(*_alone(w))[0] for w in windows]
+        out: list = [None] * len(windows)
+
+        def done(request, i):
+            out[i] = np.array(request.get_output_tensor(0).data[0, : len(windows[i])], dtype=np.float32)
+
         with self._lock:
-            if self._streams is None:
-                streams = {**self.properties, "NUM_STREAMS": self.threads, "INFERENCE_NUM_THREADS": self.threads}
-                self._streams = self.core.compile_model(self.graph, "CPU", streams)
-                # Kept: its infer requests hold their buffers from one call to the next.
-                self._queue = ov.AsyncInferQueue(self._streams, self.threads)
-            queue = self._queue
-            out: list = [None] * len(windows)
-
-            def done(request, i):
-                out[i] = np.array(request.get_output_tensor(0).data[0, : len(windows[i])], dtype=np.float32)
-
-            queue.set_callback(done)
+            by_shape: dict = {}
             for i, w in enumerate(windows):
                 feeds, _ = self._feeds(*_alone(w))
-                queue.start_async(feeds, userdata=i)
-            queue.wait_all()
+                by_shape.setdefault(self._key(*feeds["input_ids"].shape), []).append((i, feeds))
+            # One shape's queue at a time: its streams hold every thread, so two queues at once would oversubscribe.
+            for key, calls in by_shape.items():
+                queue = self._queue(key)
+                queue.set_callback(done)
+                for i, feeds in calls:
+                    queue.start_async(feeds, userdata=i)
+                queue.wait_all()
         return out
 
 

@@ -55,6 +55,12 @@ class Tagger:
             return make_fitted_windows(self.tokenizer, texts, self.window_limit, self.meta.stride)
         return make_windows(self.tokenizer, texts, self.meta.max_length, self.meta.stride)
 
+    def warm_up(self) -> None:
+        """Prepare the runtime for every window shape this tagger can send (OpenVINO compiles one model per
+        padded width): a service calls it before it reports ready, so no request pays for a compilation."""
+        if hasattr(self.model, "prepare"):
+            self.model.prepare(self.window_limit or self.meta.max_length)
+
     def position_limit(self) -> int:
         """The most tokens one window can hold: the model's positions (less a padding offset, RoBERTa-style),
         and the tokenizer's stated maximum where it states one."""
