@@ -176,3 +176,37 @@ def test_fitted_windows_read_each_document_whole_or_in_the_fewest_windows_and_ro
         assert [(s.start, s.end, s.label) for s in decoded[0]] == [(s.start, s.end, s.label) for s in spans]
         if content + tok.num_special_tokens_to_add() <= limit:
             assert len(mine) == 1
+
+
+def _stitch_reference(windows):
+    """The rule written plainly: each character range keeps the scores of the window (then the token) where it
+    sits furthest from an edge, the first seen on ties."""
+    best = {}
+    for w in windows:
+        real = [i for i, (a, b) in enumerate(w.offsets) if b > a]
+        for i in real:
+            margin = min(i - real[0], real[-1] - i)
+            if w.offsets[i] not in best or margin > best[w.offsets[i]][0]:
+                best[w.offsets[i]] = (margin, w.word_ids[i], w.scores[i])
+    keys = sorted(best)
+    return keys, [best[k][1] for k in keys], [best[k][2] for k in keys]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_stitched_windows_keep_each_token_from_its_widest_margin(data):
+    from toolkit.spans.decoding import WindowScores, stitch_windows
+
+    tokens = data.draw(st.integers(1, 30))
+    spans = [(3 * t, 3 * t + data.draw(st.integers(0, 2))) for t in range(tokens)]  # width 0: a special token
+    windows = []
+    for k in range(data.draw(st.integers(1, 4))):
+        lo = data.draw(st.integers(0, tokens - 1))
+        hi = data.draw(st.integers(lo + 1, tokens))
+        offsets = [(0, 0), *spans[lo:hi], *spans[lo : lo + data.draw(st.integers(0, 2))], (0, 0)]  # repeats too
+        scores = np.random.default_rng(k).random((len(offsets), 3)).astype(np.float32)
+        windows.append(WindowScores(offsets, [None, *range(len(offsets) - 2), None], scores))
+    keys, word_ids, scores = stitch_windows(windows)
+    want_keys, want_word_ids, want_scores = _stitch_reference(windows)
+    assert keys == want_keys and word_ids == want_word_ids
+    assert np.array_equal(scores, np.array(want_scores).reshape(len(want_keys), 3))

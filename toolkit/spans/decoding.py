@@ -42,23 +42,31 @@ class WindowScores:
 
 def stitch_windows(windows: Sequence[WindowScores]) -> tuple[list[tuple[int, int]], list[int | None], np.ndarray]:
     """Document-level tokens and scores. Each token takes its scores from the window where it sits
-    furthest from an edge, so every token is judged with the most context on both sides."""
-    best: dict[tuple[int, int], tuple[int, int | None, np.ndarray]] = {}
+    furthest from an edge, so every token is judged with the most context on both sides (ties: the
+    earliest window, then the earliest token). Vectorized: it runs on every served document."""
+    starts, ends, margins, word_ids, scores = [], [], [], [], []
     for w in windows:
-        real = [i for i, (a, b) in enumerate(w.offsets) if b > a]
-        if not real:
+        offsets = np.asarray(w.offsets, dtype=np.int64).reshape(-1, 2)
+        real = np.flatnonzero(offsets[:, 1] > offsets[:, 0])
+        if real.size == 0:
             continue
-        first, last = real[0], real[-1]
-        for i in real:
-            key = (int(w.offsets[i][0]), int(w.offsets[i][1]))
-            margin = min(i - first, last - i)
-            if key not in best or margin > best[key][0]:
-                best[key] = (margin, w.word_ids[i], w.scores[i])
-    keys = sorted(best)
-    if not keys:
+        starts.append(offsets[real, 0])
+        ends.append(offsets[real, 1])
+        margins.append(np.minimum(real - real[0], real[-1] - real))
+        word_ids.extend(w.word_ids[i] for i in real.tolist())
+        scores.append(np.asarray(w.scores)[real])
+    if not starts:
         width = windows[0].scores.shape[-1] if windows else 0
         return [], [], np.zeros((0, width), dtype=np.float32)
-    return keys, [best[k][1] for k in keys], np.stack([best[k][2] for k in keys])
+    start, end, margin = np.concatenate(starts), np.concatenate(ends), np.concatenate(margins)
+    # By characters, then the widest margin, then first seen; the first row of each character range wins.
+    order = np.lexsort((np.arange(start.size), -margin, end, start))
+    start, end = start[order], end[order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = (start[1:] != start[:-1]) | (end[1:] != end[:-1])
+    picks = order[first]
+    keys = list(zip(start[first].tolist(), end[first].tolist()))
+    return keys, [word_ids[i] for i in picks.tolist()], np.concatenate(scores)[picks]
 
 
 def _groups(word_ids: Sequence[int | None], label_all_subtokens: bool) -> list[list[int]]:
