@@ -79,6 +79,14 @@ def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, tiny
     assert predictor.meta.export.static_max_width == model.static_max_width == STATIC_MAX_WIDTH
     old = ExportInfo(path=path, runtime="openvino", precision="fp32")
     assert (old.pad_multiple, old.static_max_width) == (64, 0)
+    if path == "openvino_int8":  # int8 matmul weights; the embedding table stays fp32 (a lookup, shared per shape)
+        tables = {
+            tuple(op.get_output_shape(0)): op.get_output_element_type(0).get_type_name()
+            for op in model.graph.get_ops()
+            if op.get_type_name() == "Constant"
+        }
+        assert tables[(model.config.vocab_size, model.config.hidden_size)] == "f32"
+        assert "i8" in tables.values()
     model.streams = 2  # streams even where fewer cores are free (a CI worker's share)
     # Warm-up compiles every padded width a trained window can take, on one stream and on the streams.
     predictor.warm_up()
