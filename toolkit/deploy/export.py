@@ -381,7 +381,7 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
         shutil.copytree(built["onnx_fp32"], directory, ignore=shutil.ignore_patterns(f"{ONNX_FILE}*", META_FILE))
         if name == "openvino_int8_bf16" and "openvino_int8" in built:
             # One calibration for both int8 paths: the model file is the same, only its compiled precision differs.
-            for file in (OPENVINO_FILE, OPENVINO_FILE.replace(".xml", ".bin")):
+            for file in (OPENVINO_FILE, str(Path(OPENVINO_FILE).with_suffix(".bin"))):
                 shutil.copy2(built["openvino_int8"] / file, directory / file)
             info["scheme"] = "the openvino_int8 model, compiled with bf16 outside its int8 matmuls"
         elif name.startswith("openvino_int8"):

@@ -160,9 +160,9 @@ class OpenVINOTokenClassifier:
                     self._queue(width)
         return len(widths)
 
-    def _feeds(self, input_ids, attention_mask) -> tuple[dict, int]:
-        """numpy inputs with the width rounded up to a multiple of `pad_multiple`: OpenVINO's CPU plugin prepares
-        kernels for each new input shape, and rounded widths repeat (padding is masked). Returns the true width."""
+    def _feeds(self, input_ids, attention_mask) -> tuple[dict, int, int | None]:
+        """numpy inputs with the width rounded up to a multiple of `pad_multiple`, so shapes repeat and each has its
+        compiled model (padding is masked). Returns the feeds, the true width and the shape's key."""
         import numpy as np
 
         input_ids, attention_mask = np.asarray(input_ids), np.asarray(attention_mask)
@@ -173,16 +173,15 @@ class OpenVINOTokenClassifier:
             input_ids = np.pad(input_ids, extra, constant_values=self.pad_id)
             attention_mask = np.pad(attention_mask, extra, constant_values=0)
         feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
-        return {k: v for k, v in feeds.items() if k in self.input_names}, width
+        return {k: v for k, v in feeds.items() if k in self.input_names}, width, self._key(*input_ids.shape)
 
     def _infer(self, input_ids, attention_mask):
         """Logits [batch, width, outputs] of one call on all threads (the padding cut off)."""
         import numpy as np
 
-        feeds, width = self._feeds(input_ids, attention_mask)
-        ids = feeds["input_ids"]
+        feeds, width, key = self._feeds(input_ids, attention_mask)
         with self._lock:
-            logits = self._request(self._key(*ids.shape)).infer(feeds)[0]
+            logits = self._request(key).infer(feeds)[0]
             return np.array(logits[:, :width], dtype=np.float32)
 
     def __call__(self, input_ids, attention_mask, **_) -> _Output:
@@ -208,8 +207,8 @@ class OpenVINOTokenClassifier:
         with self._lock:
             by_shape: dict = {}
             for i, w in enumerate(windows):
-                feeds, _ = self._feeds(*_alone(w))
-                by_shape.setdefault(self._key(*feeds["input_ids"].shape), []).append((i, feeds))
+                feeds, _, key = self._feeds(*_alone(w))
+                by_shape.setdefault(key, []).append((i, feeds))
             # One shape's queue at a time: its streams hold every thread, so two queues at once would oversubscribe.
             for key, calls in by_shape.items():
                 queue = self._queue(key)
