@@ -125,39 +125,45 @@ class OpenVINOTokenClassifier:
     def _key(self, batch: int, width: int) -> int | None:
         return width if batch == 1 and width <= self.static_max_width else None
 
-    def _compile(self, key: int | None, properties: dict):
+    def _compile(self, key: int | None, streams: bool):
+        """The model of shape `key` compiled on one stream of all threads (the lowest latency for one window), or
+        for the streams: one per thread, one thread each."""
         graph = self.graph
         if key is not None:
             graph = self.graph.clone()
             graph.reshape({name: [1, key] for name in self.input_names})
+        if streams:
+            properties = {"NUM_STREAMS": self.streams, "INFERENCE_NUM_THREADS": self.streams}
+        else:
+            properties = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": self.threads}
         return self.core.compile_model(graph, "CPU", {**self.properties, **properties})
 
-    def _request(self, key: int | None):
-        """The infer request of shape `key` on one stream of all threads (the lowest latency for one window)."""
-        if key not in self._requests:
-            latency = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": self.threads}
-            self._requests[key] = self._compile(key, latency).create_infer_request()
-        return self._requests[key]
+    def _compile_missing(self, jobs: list[tuple[int | None, bool]]) -> None:
+        """Compile the models of the (shape key, streams) jobs not compiled yet, as many at once as there are
+        threads: OpenVINO compiles a model mostly on one core, so two threads compiled 8 shapes 1.4-1.8x as fast
+        (docs/benchmarks.md). The stream queues are kept: their infer requests hold their buffers between calls."""
+        from concurrent.futures import ThreadPoolExecutor
 
-    def _queue(self, key: int | None):
-        """The stream queue of shape `key`: one stream per thread, one thread each. Kept: its infer requests hold
-        their buffers from one call to the next."""
         import openvino as ov
 
-        if key not in self._queues:
-            streams = {"NUM_STREAMS": self.streams, "INFERENCE_NUM_THREADS": self.streams}
-            self._queues[key] = ov.AsyncInferQueue(self._compile(key, streams), self.streams)
-        return self._queues[key]
+        missing = list(dict.fromkeys(job for job in jobs if job[0] not in (self._queues if job[1] else self._requests)))
+        if not missing:
+            return
+        with ThreadPoolExecutor(min(self.threads, len(missing))) as pool:
+            compiled = list(pool.map(lambda job: self._compile(*job), missing))
+        for (key, streams), model in zip(missing, compiled):
+            if streams:
+                self._queues[key] = ov.AsyncInferQueue(model, self.streams)
+            else:
+                self._requests[key] = model.create_infer_request()
 
     def prepare(self, max_width: int) -> int:
         """Compile every static shape a window of up to `max_width` tokens can take, for one window and for the
         streams, so that no request waits for a compilation (about a second a shape); returns the shape count."""
         widths = range(self.pad_multiple, min(max_width, self.static_max_width) + self.pad_multiple, self.pad_multiple)
         with self._lock:
-            for width in widths:
-                self._request(width)
-                if self.streams > 1:
-                    self._queue(width)
+            kinds = (False, True) if self.streams > 1 else (False,)
+            self._compile_missing([(width, streams) for width in widths for streams in kinds])
         return len(widths)
 
     def _feeds(self, input_ids, attention_mask) -> tuple[dict, int, int | None]:
@@ -181,7 +187,8 @@ class OpenVINOTokenClassifier:
 
         feeds, width, key = self._feeds(input_ids, attention_mask)
         with self._lock:
-            logits = self._request(key).infer(feeds)[0]
+            self._compile_missing([(key, False)])
+            logits = self._requests[key].infer(feeds)[0]
             return np.array(logits[:, :width], dtype=np.float32)
 
     def __call__(self, input_ids, attention_mask, **_) -> _Output:
@@ -209,9 +216,10 @@ class OpenVINOTokenClassifier:
             for i, w in enumerate(windows):
                 feeds, _, key = self._feeds(*_alone(w))
                 by_shape.setdefault(key, []).append((i, feeds))
+            self._compile_missing([(key, True) for key in by_shape])
             # One shape's queue at a time: its streams hold every thread, so two queues at once would oversubscribe.
             for key, calls in by_shape.items():
-                queue = self._queue(key)
+                queue = self._queues[key]
                 queue.set_callback(done)
                 for i, feeds in calls:
                     queue.start_async(feeds, userdata=i)
