@@ -145,6 +145,9 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
     return out
 
 
+HEADLINE_BLOCK = 8  # documents a path reads in a row in the headline's "block" interleaving
+
+
 def bench_headline(run: Path, data: str, max_docs: int | None, rounds: int, interleave: str = "document") -> dict:
     """Issue 30's headline ratio, robust to a host whose speed drifts: the HF pipeline in PyTorch fp32 and the
     path `toolkit export --precision auto` chose, over the same documents one per call, in rounds. The median
@@ -153,8 +156,10 @@ def bench_headline(run: Path, data: str, max_docs: int | None, rounds: int, inte
 
     interleave "document": within a round each document goes through both paths back to back (the order
     swapped every document), so the two timings of a document are a tenth of a second apart and a host that
-    changes speed within a round slows both alike. "round": a pass of every document through one path, then
-    the other (the method of the earlier sessions; its passes are seconds apart)."""
+    changes speed within a round slows both alike. "block": the same with HEADLINE_BLOCK documents a turn, so a
+    runtime's threads that are still spinning after its call meet the other runtime once a block, not once a
+    document. "round": a pass of every document through one path, then the other (the method of the earlier
+    sessions; its passes are seconds apart)."""
     from transformers import AutoModelForTokenClassification, pipeline
 
     from toolkit.infer.tagger import Tagger
@@ -192,12 +197,14 @@ def bench_headline(run: Path, data: str, max_docs: int | None, rounds: int, inte
     kinds = list(calls)
     for r in range(rounds):
         seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
-        if interleave == "document":
-            for i, text in enumerate(texts):
-                for kind in kinds if i % 2 == 0 else kinds[::-1]:
-                    t = time.perf_counter()
-                    calls[kind](text)
-                    seconds[kind].append(time.perf_counter() - t)
+        if interleave in ("document", "block"):
+            step = 1 if interleave == "document" else HEADLINE_BLOCK
+            for i in range(0, len(texts), step):
+                for kind in kinds if (i // step) % 2 == 0 else kinds[::-1]:
+                    for text in texts[i : i + step]:
+                        t = time.perf_counter()
+                        calls[kind](text)
+                        seconds[kind].append(time.perf_counter() - t)
         else:
             for kind in kinds:
                 for text in texts:
@@ -486,7 +493,7 @@ def main() -> None:
     ap.add_argument(
         "--interleave",
         default="document",
-        choices=["document", "round"],
+        choices=["document", "block", "round"],
         help="headline: each document through both paths back to back, or a whole pass per path",
     )
     ap.add_argument("--requests-per-client", type=int, default=10)

@@ -361,7 +361,9 @@ def test_windows_sized_to_each_document_are_measured_and_kept_only_within_budget
 
     # Made faster (each timing beats the last), within a loose budget: kept, and the artifact reads them.
     calls = iter(range(1, 100))
-    monkeypatch.setattr(export, "_single_document_speed", lambda p, t: {"docs_per_second": float(next(calls))})
+    monkeypatch.setattr(
+        export, "_single_document_speeds", lambda ps, t: {n: {"docs_per_second": float(next(calls))} for n in ps}
+    )
     loose = ParityBudgets(max_f1_drop=1.0, max_window_f1_drop=1.0)
     manifest = export_run(tiny_mlm_run, tmp_path / "kept", precision="fp32", parity_docs=5, budgets=loose)
     fitted = manifest["windowing"]["fitted"]
