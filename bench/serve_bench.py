@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/serve_bench.py models  RUN  --data DEV.jsonl     # latency, docs/s, span F1 per variant
     .venv/bin/python bench/serve_bench.py headline RUN --data DEV.jsonl     # the chosen path vs the HF pipeline fp32,
-        [--rounds 5] [--interleave document|round]                          documents through both paths in turn
+        [--rounds 5] [--interleave document|block|round]                    documents through both paths in turn
     .venv/bin/python bench/serve_bench.py service RUN  --data DEV.jsonl     # 1/8/32/64 closed-loop clients; answers vs
     single requests
         [--seconds 1200] [--model-threads 1 2] [--batch 32]                 # a soak; thread counts; docs/s against
@@ -197,17 +197,10 @@ def bench_headline(run: Path, data: str, max_docs: int | None, rounds: int, inte
     kinds = list(calls)
     for r in range(rounds):
         seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
-        if interleave in ("document", "block"):
-            step = 1 if interleave == "document" else HEADLINE_BLOCK
-            for i in range(0, len(texts), step):
-                for kind in kinds if (i // step) % 2 == 0 else kinds[::-1]:
-                    for text in texts[i : i + step]:
-                        t = time.perf_counter()
-                        calls[kind](text)
-                        seconds[kind].append(time.perf_counter() - t)
-        else:
-            for kind in kinds:
-                for text in texts:
+        step = {"document": 1, "block": HEADLINE_BLOCK, "round": len(texts)}[interleave]
+        for i in range(0, len(texts), step):
+            for kind in kinds if (i // step) % 2 == 0 else kinds[::-1]:
+                for text in texts[i : i + step]:
                     t = time.perf_counter()
                     calls[kind](text)
                     seconds[kind].append(time.perf_counter() - t)
@@ -494,7 +487,7 @@ def main() -> None:
         "--interleave",
         default="document",
         choices=["document", "block", "round"],
-        help="headline: each document through both paths back to back, or a whole pass per path",
+        help="headline: each document through both paths back to back, 8 documents a turn, or a pass per path",
     )
     ap.add_argument("--requests-per-client", type=int, default=10)
     ap.add_argument(
