@@ -146,7 +146,7 @@ class OpenVINOTokenClassifier:
 
         import openvino as ov
 
-        missing = list(dict.fromkeys(job for job in jobs if job[0] not in (self._queues if job[1] else self._requests)))
+        missing = [job for job in jobs if job[0] not in (self._queues if job[1] else self._requests)]
         if not missing:
             return
         with ThreadPoolExecutor(min(self.threads, len(missing))) as pool:
