@@ -5,7 +5,8 @@
 Per round, alternating: the artifact's batched predict (16 documents a call, as `toolkit predict` sends
 them) with OpenVINO's windows spread over one stream per thread, and the same on one two-thread stream
 (`one stream`, the path before the streams); then `toolkit predict`'s whole local path (reading, JSON
-writing included). Reports medians, the FLOP count per document (2 x parameters outside the embeddings
+writing included), in this process and as the command a user types (a new process: imports, loading and
+compiling included). Reports medians, the FLOP count per document (2 x parameters outside the embeddings
 per token, plus the attention products, over the windows' real tokens: padding is not counted as work),
 the achieved GFLOP/s, and the largest rate a plain matmul of the artifact's precision reaches here, measured
 in every round beside the modes (PyTorch: bf16 or fp32 `mm`, int8 `_int_mm`, at 1024-4096 square, median
@@ -18,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.infer import load_predictor  # noqa: E402
@@ -95,6 +98,7 @@ def main() -> None:
 
     seconds: dict[str, list[float]] = {m: [] for m in modes}
     seconds["toolkit predict"] = []
+    seconds["toolkit predict command"] = []
     peaks: list[tuple[float, int]] = []
     reference = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,6 +118,13 @@ def main() -> None:
             summary = predict_collection(args.artifact, [args.data], out, batch_size=BATCH)
             seconds["toolkit predict"].append(time.perf_counter() - started)
             assert summary["predicted"] == len(texts) and summary["failed"] == 0, summary
+            command = [sys.executable, "-m", "toolkit", "predict", str(args.artifact), str(args.data)]
+            started = time.perf_counter()
+            subprocess.run(
+                [*command, "-o", str(out.with_suffix(".command.jsonl"))], check=True, capture_output=True, cwd=ROOT
+            )
+            seconds["toolkit predict command"].append(time.perf_counter() - started)
+            assert out.with_suffix(".command.jsonl").read_bytes() == out.read_bytes(), "the command's spans differ"
     peak, size = max(peaks)
     print(f"\nartifact: {args.artifact} ({predictor.meta.export.path if predictor.meta.export else 'run'})")
     print(f"threads: {torch.get_num_threads()} (torch), OpenVINO streams: {streams}")
