@@ -1,5 +1,6 @@
 """Decoding modes of a span-generation run: constrained or free, fp32 or bf16 weights, the prompts' shared
-prefix read once (its KV cache reused) or with every prompt (`-whole`).
+prefix read once (its KV cache reused) or with every prompt (`-whole`), prompts per batch as the run's recipe
+sets them or N (`-bN`, e.g. constrained-bf16-b32).
 
     .venv/bin/python bench/decode_bench.py RUN [--data sample:contracts_dev] [--max-docs N] [--repeat 3]
         [--modes constrained-fp32,constrained-bf16,free-fp32,free-bf16,constrained-bf16-whole]
@@ -48,11 +49,12 @@ def main() -> None:
     reference = None
     for _ in range(args.repeat):
         for mode in modes:
-            decoding, precision, *prefix = mode.split("-")
+            decoding, precision, *options = mode.split("-")
             gen = generators["prefer_bf16" if precision == "bf16" else "fp32"]
-            gen.reuse_prefix = prefix != ["whole"]
+            gen.reuse_prefix = "whole" not in options
+            batch = next((int(o[1:]) for o in options if o.startswith("b")), None)
             started = time.perf_counter()
-            preds = gen.predict(texts, constrained=decoding == "constrained")
+            preds = gen.predict(texts, constrained=decoding == "constrained", batch_size=batch)
             seconds[mode].append((time.perf_counter() - started) / max(1, len(texts)))
             rep = gen.last_report
             speeds[mode].append(rep["generated_tokens_per_second"])
