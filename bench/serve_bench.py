@@ -195,9 +195,9 @@ def bench_headline(run: Path, data: str, max_docs: int | None, rounds: int, inte
         out[f"{kind}_span_f1"] = f1_of(records, predictions[kind])
     out["interleave"] = interleave
     kinds = list(calls)
+    step = {"document": 1, "block": HEADLINE_BLOCK, "round": len(texts)}[interleave]
     for r in range(rounds):
         seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
-        step = {"document": 1, "block": HEADLINE_BLOCK, "round": len(texts)}[interleave]
         for i in range(0, len(texts), step):
             for kind in kinds if (i // step) % 2 == 0 else kinds[::-1]:
                 for text in texts[i : i + step]:
@@ -205,7 +205,7 @@ def bench_headline(run: Path, data: str, max_docs: int | None, rounds: int, inte
                     calls[kind](text)
                     seconds[kind].append(time.perf_counter() - t)
         row = {kind: latency_stats(seconds[kind]) for kind in kinds}
-        # Per document: the pipeline's time over the chosen path's, each pair timed together (document mode).
+        # Per document: the pipeline's time over the chosen path's (a pair timed together in document mode).
         row["median_document_ratio"] = round(
             statistics.median(a / b for a, b in zip(seconds["hf_pipeline_fp32"], seconds["chosen"])), 2
         )
