@@ -4,7 +4,9 @@
 
 Per round, alternating: the artifact's batched predict (16 documents a call, as `toolkit predict` sends
 them) with OpenVINO's windows spread over one stream per thread, and the same on one two-thread stream
-(`one stream`, the path before the streams); then `toolkit predict`'s whole local path (reading, JSON
+(`one stream`, the path before the streams); the streams' model calls alone (`streams, model only`: the
+same windows cut beforehand, no tokenizing or decoding timed), which shows the share lost outside the model;
+then `toolkit predict`'s whole local path (reading, JSON
 writing included), in this process and as the command a user types (a new process: imports, loading and
 compiling included). Reports medians, the FLOP count per document (2 x parameters outside the embeddings
 per token, plus the attention products, over the windows' real tokens: padding is not counted as work),
@@ -96,7 +98,10 @@ def main() -> None:
     outside = _parameters_outside_embeddings(args.artifact, config)
     flops = document_flops(config, outside, windows) / len(texts)
 
+    batches = [predictor.windows(texts[lo : lo + BATCH]) for lo in range(0, len(texts), BATCH)]
+    model_only = "streams, model only" if hasattr(model, "logits_each") else "model only"
     seconds: dict[str, list[float]] = {m: [] for m in modes}
+    seconds[model_only] = []
     seconds["toolkit predict"] = []
     seconds["toolkit predict command"] = []
     peaks: list[tuple[float, int]] = []
@@ -113,6 +118,12 @@ def main() -> None:
                 reference = reference or spans
                 assert spans == reference, f"{mode}: spans differ from the first mode's"
                 seconds[mode].append(wall)
+            if hasattr(model, "logits_each"):
+                model.streams = streams
+            started = time.perf_counter()
+            for batch in batches:
+                predictor.logits(batch, BATCH)
+            seconds[model_only].append(time.perf_counter() - started)
             out = Path(tmp) / f"predict_{k}.jsonl"
             started = time.perf_counter()
             summary = predict_collection(args.artifact, [args.data], out, batch_size=BATCH)
@@ -128,7 +139,10 @@ def main() -> None:
     peak, size = max(peaks)
     print(f"\nartifact: {args.artifact} ({predictor.meta.export.path if predictor.meta.export else 'run'})")
     print(f"threads: {torch.get_num_threads()} (torch), OpenVINO streams: {streams}")
-    print(f"documents: {len(texts)}, windows: {len(windows)}, real tokens: {sum(len(w.input_ids) for w in windows)}")
+    real = sum(len(w.input_ids) for w in windows)
+    pad = getattr(model, "pad_multiple", 1)
+    padded = sum(-(-len(w.input_ids) // pad) * pad for w in windows)
+    print(f"documents: {len(texts)}, windows: {len(windows)}, real tokens: {real}, padded to {pad}: {padded}")
     print(f"FLOP per document: {flops / 1e9:.2f} GFLOP ({outside / 1e6:.1f}M parameters outside the embeddings)")
     rounds_peak = ", ".join(f"{p:.0f}" for p, _ in peaks)
     print(f"{precision} matmul peak here: {peak:.0f} GFLOP/s at best ({size}^3, PyTorch); per round: {rounds_peak}\n")
