@@ -8,7 +8,8 @@ the model apart on one thread, as one stream runs a window (a model compiled for
 precision). Per round, alternating:
 
 - the window's wall time and its work (the count `bench/predict_peak.py` uses: dense layers plus the
-  attention products);
+  attention products), and the time per window when two streams of one thread each run windows side by side,
+  as `toolkit predict` runs them (compiled once with two streams, which OpenVINO places on both cores);
 - OpenVINO's per-operator counters, grouped: the dense layers (FullyConnected), the fused attention subgraph
   (the one holding Softmax: QK^T, scaling, mask, softmax, AV), and everything else (LayerNorm, GELU, adds,
   quantize and transpose steps);
@@ -59,6 +60,22 @@ def int8_dense(m: int, k: int, n: int):
     weights = ops.constant(np.random.default_rng(0).integers(-127, 127, (n, k), dtype=np.int8))
     scaled = ops.multiply(ops.convert(weights, np.float32), np.full((n, 1), 0.01, np.float32))
     return ov.Model([ops.matmul(quantized, scaled, False, True)], [x])
+
+
+def two_streams_seconds(core, graph, precision: str, feeds, calls: int = 40) -> float:
+    """Median over 5 timings of the seconds per window when `calls` windows run on two streams."""
+    import openvino as ov
+
+    properties = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision], "NUM_STREAMS": 2}
+    queue = ov.AsyncInferQueue(core.compile_model(graph, "CPU", {**properties, "INFERENCE_NUM_THREADS": 2}), 2)
+    times = []
+    for _ in range(6):
+        started = time.perf_counter()
+        for _ in range(calls):
+            queue.start_async(feeds)
+        queue.wait_all()
+        times.append((time.perf_counter() - started) / calls)
+    return statistics.median(times[1:])  # the first timing warms the second stream
 
 
 def median_seconds(request, feeds, work: float) -> float:
@@ -142,10 +159,12 @@ def main() -> None:
         alone[name] = (request, {0: np.random.default_rng(1).standard_normal((m, k), dtype=np.float32)}, 2 * m * k * n)
 
     window_seconds: list[float] = []
+    streams_seconds: list[float] = []
     group_seconds: dict[str, list[float]] = {g: [] for g in work}
     rates: dict[str, list[float]] = {name: [] for name in shapes}
     for _ in range(args.rounds):
         window_seconds.append(median_seconds(window_request, feeds, dense_work + attention_work))
+        streams_seconds.append(two_streams_seconds(core, graph, precision, feeds))
         per_call = []
         for _ in range(6):
             counted_request.infer(feeds)
@@ -162,6 +181,8 @@ def main() -> None:
     print(f"\nartifact: {args.artifact} ({run.meta.export.path}), one window of {width} tokens, one thread")
     print(f"model: {layers} layers, hidden {hidden}, feed-forward {inner}, {config.num_attention_heads} heads")
     print(f"window: {seconds * 1e3:.1f} ms, {total_work / 1e9:.2f} GOP, {total_work / seconds / 1e9:.0f} GOP/s")
+    pair = statistics.median(streams_seconds)
+    print(f"two streams side by side: {pair * 1e3:.1f} ms a window, {seconds / pair:.2f}x one thread's rate")
     print(f"int8 FullyConnected alone at {SQUARE[0]}^3: {square:.0f} GOP/s (one thread)\n")
     print("| part of the window | ms (counters) | share of the counted time | GOP | GOP/s |")
     print("|---|---|---|---|---|")
