@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from predict_peak import _parameters_outside_embeddings  # noqa: E402
+from predict_peak import _parameters_outside_embeddings, window_flops  # noqa: E402
 
 from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.infer.openvino_model import OPENVINO_FILE, PRECISION_HINTS  # noqa: E402
@@ -136,8 +136,7 @@ def main() -> None:
     config = AutoConfig.from_pretrained(args.artifact)
     width, hidden, inner = args.width, config.hidden_size, config.intermediate_size
     layers = config.num_hidden_layers
-    dense_work = 2 * _parameters_outside_embeddings(args.artifact, config) * width
-    attention_work = 4 * layers * hidden * width**2
+    dense_work, attention_work = window_flops(config, _parameters_outside_embeddings(args.artifact, config), width)
     work = {"dense layers": dense_work, "attention subgraph": attention_work, "other": 0.0}
 
     core = ov.Core()

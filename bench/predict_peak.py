@@ -3,17 +3,17 @@
     .venv/bin/python bench/predict_peak.py ARTIFACT --data ../shared/data/ncbi_disease/dev.jsonl [--rounds 3]
 
 Per round, alternating: the artifact's batched predict (16 documents a call, as `toolkit predict` sends
-them) with OpenVINO's windows spread over one stream per thread, and the same on one two-thread stream
-(`one stream`, the path before the streams); the streams' model calls alone (`streams, model only`: the
-same windows cut beforehand, no tokenizing or decoding timed), which shows the share lost outside the model;
-then `toolkit predict`'s whole local path (reading, JSON
-writing included), in this process and as the command a user types (a new process: imports, loading and
-compiling included). Reports medians, the FLOP count per document (2 x parameters outside the embeddings
-per token, plus the attention products, over the windows' real tokens: padding is not counted as work),
-the achieved GFLOP/s, and the largest rate a plain matmul of the artifact's precision reaches here, measured
-in every round beside the modes (PyTorch: bf16 or fp32 `mm`, int8 `_int_mm`, at 1024-4096 square, median
-of 5): each mode's share of the best round's peak, and the median of its shares of its own round's peak.
-Every mode's spans must equal the first mode's. Run it alone: a busy core changes the figures several-fold.
+them) with OpenVINO's windows spread over one stream per thread, and the same on one two-thread stream (`one
+stream`, the path before the streams); the streams' model calls alone (`streams, model only`: the same
+windows cut beforehand, no tokenizing or decoding timed), which shows the share lost outside the model; then
+`toolkit predict`'s whole local path (reading, JSON writing included), in this process and as the command a
+user types (a new process: imports, loading and compiling included). Reports medians, the FLOP count per
+document (2 x parameters outside the embeddings per token, plus the attention products, over the windows'
+real tokens: padding is not counted as work), the achieved GFLOP/s, and the largest rate a plain matmul of
+the artifact's precision reaches here, measured in every round beside the modes (PyTorch: bf16 or fp32 `mm`,
+int8 `_int_mm`, at 1024-4096 square, median of 5): each mode's share of the best round's peak, and the
+median of its shares of its own round's peak. Every mode's spans must equal the first mode's. Run it alone:
+a busy core changes the figures several-fold.
 """
 
 from __future__ import annotations
@@ -37,11 +37,14 @@ from toolkit.infer.collection import predict_collection  # noqa: E402
 BATCH = 16
 
 
+def window_flops(config, outside_embeddings: int, tokens: int) -> tuple[float, float]:
+    """(dense layers, attention products) work of one window of `tokens` real tokens."""
+    return 2 * outside_embeddings * tokens, 4 * config.num_hidden_layers * config.hidden_size * tokens**2
+
+
 def document_flops(config, outside_embeddings: int, windows) -> float:
     """Work of the windows' real tokens: dense layers plus the attention products."""
-    dense = sum(2 * outside_embeddings * len(w.input_ids) for w in windows)
-    attention = sum(4 * config.num_hidden_layers * config.hidden_size * len(w.input_ids) ** 2 for w in windows)
-    return dense + attention
+    return sum(sum(window_flops(config, outside_embeddings, len(w.input_ids))) for w in windows)
 
 
 def matmul_peak(precision: str) -> tuple[float, int]:
@@ -94,11 +97,11 @@ def main() -> None:
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(args.artifact)
-    windows = predictor.windows(texts)
+    batches = [predictor.windows(texts[lo : lo + BATCH]) for lo in range(0, len(texts), BATCH)]
+    windows = [w for batch in batches for w in batch]
     outside = _parameters_outside_embeddings(args.artifact, config)
     flops = document_flops(config, outside, windows) / len(texts)
 
-    batches = [predictor.windows(texts[lo : lo + BATCH]) for lo in range(0, len(texts), BATCH)]
     model_only = "streams, model only" if hasattr(model, "logits_each") else "model only"
     seconds: dict[str, list[float]] = {m: [] for m in modes}
     seconds[model_only] = []
