@@ -70,6 +70,11 @@ def test_label_filter(server):
         ({"texts": ["a b c"] * 5}, 413, "limit is 4"),
         ({"text": "x " * 15_000}, 413, "limit is 20000"),
         ({"text": "fine text", "labels": ["NoSuchLabel"]}, 400, "unknown labels"),
+        (b"[" * 9_000 + b"]" * 9_000, 400, "recursion limit"),
+        (b'{"text": "abc \\ud800 def"}', 400, "not json"),
+        (b'{"text": "abc \xed\xa0\x80 def"}', 400, "not json"),
+        (b"\xff\xfe{", 400, "not json"),
+        (b"[1, 2]", 400, "json list, not an object"),
     ],
 )
 def test_bad_requests_get_a_clear_4xx_and_the_server_keeps_answering(server, payload, status, needle):
@@ -116,6 +121,86 @@ def test_every_request_has_an_id_in_its_answer_and_in_the_log_and_a_rejection_is
     rejected = [line for line in lines if made in line]
     assert any("rejected 400: text: Input should be a valid string" in line for line in rejected), rejected
     assert not any("Traceback" in line for line in lines), "a 4xx is logged without a traceback"
+
+
+def test_deep_nesting_and_a_lone_surrogate_are_each_one_4xx_and_one_info_line(server):
+    import time
+
+    bodies = {"deep": b"[" * 9_000 + b"]" * 9_000, "surrogate": b'{"text": "abc \\ud800 def"}'}
+    for name, body in bodies.items():
+        status, answer = server.post("/extract", body, headers={**AUTH, "X-Request-ID": f"body-{name}"})
+        assert status == 400 and answer["request_id"] == f"body-{name}", answer
+    time.sleep(0.5)  # the log is written by the server process
+    lines = server.log_path.read_text(errors="replace").splitlines()
+    for name in bodies:
+        mine = [line for line in lines if f"body-{name}" in line]
+        rejected = [line for line in mine if "rejected 400" in line]
+        assert len(rejected) == 1 and "INFO" in rejected[0], mine
+        assert all("ERROR" not in line and "WARNING" not in line for line in mine), mine
+    assert not any("Traceback" in line for line in lines)
+
+
+def _json_bodies():
+    """Bytes that /extract may be sent: arbitrary bytes, arbitrary JSON values, and valid bodies mutated."""
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40)
+    values = st.recursive(
+        scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4)
+    )
+    fields = st.dictionaries(st.sampled_from(["text", "texts", "labels", "extra"]), values, max_size=3)
+    valid = st.builds(
+        lambda t, many: json.dumps({"texts": [t] * many} if many else {"text": t}).encode(),
+        st.text(min_size=1, max_size=200),
+        st.integers(0, 3),
+    )
+
+    def mutate(body: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
+        for kind, at, piece in edits:
+            i = at % (len(body) + 1)
+            body = (body[:i] + piece + body[i:], body[:i] + piece + body[i + 1 :], body[:i])[kind % 3]
+        return body
+
+    pieces = st.binary(max_size=6) | st.sampled_from(
+        [b"\\ud800", b"\\udfff", b"\xed\xa0\x80", b"[" * 300, b"\x00", b'"']
+    )
+    mutated = st.builds(
+        mutate, valid, st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10**6), pieces), max_size=4)
+    )
+    return (
+        st.binary(max_size=600)
+        | values.map(lambda v: json.dumps(v).encode())
+        | fields.map(lambda v: json.dumps(v).encode())
+        | mutated
+    )
+
+
+def check_every_body_is_answered(server, examples: int) -> None:
+    """Every body sent to /extract gets a JSON answer (a 200, or an error naming the request id) within
+    30 s, nothing is logged with a traceback, and the service still answers afterwards."""
+    from hypothesis import HealthCheck, given, settings
+
+    seen: dict[int, int] = {}
+
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(_json_bodies())
+    def one(body: bytes) -> None:
+        status, answer = server.post("/extract", body, headers=AUTH, timeout=30)
+        seen[status] = seen.get(status, 0) + 1
+        assert isinstance(answer, dict), (status, answer)
+        assert status in (200, 400, 413), (status, answer)
+        assert ("spans" in answer or "results" in answer) if status == 200 else answer["request_id"], answer
+
+    one()
+    assert sum(seen.values()) >= examples and seen.get(200) and seen.get(400), seen
+    assert server.get("/readyz")[0] == 200
+    assert server.post("/extract", {"text": "Patient reports no pain."}, headers=AUTH)[0] == 200
+    log = server.log_path.read_text(errors="replace")
+    assert "Traceback" not in log and "no answer" not in log and " ERROR " not in log
+
+
+def test_every_body_gets_a_json_answer(server):
+    check_every_body_is_answered(server, examples=200)
 
 
 def test_info_returns_the_manifest(server, tiny_mlm_artifact):
@@ -187,6 +272,16 @@ def _sustained_load(server, headers: dict, data: str = "sample:clinical_dev") ->
     assert [s for s, _ in results].count(200) == 320, f"errors: {[s for s, _ in results if s != 200]}"
     assert all(same for _, same in results)
     return single
+
+
+@pytest.mark.slow
+def test_2000_bodies_each_get_a_json_answer_and_the_service_lives(tiny_mlm_artifact, tmp_path):
+    """The property over 2,000 bodies, on a service with the default 4 MiB body limit, which also
+    answers the 400 KB deep-nesting body."""
+    with Server(tiny_mlm_artifact, port=free_port(), log=tmp_path / "server.log", api_key=KEY) as s:
+        status, answer = s.post("/extract", b"[" * 200_000 + b"]" * 200_000, headers=AUTH, timeout=30)
+        assert status == 400 and "recursion limit" in answer["error"], answer
+        check_every_body_is_answered(s, examples=2_000)
 
 
 @pytest.mark.slow
