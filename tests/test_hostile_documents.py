@@ -29,7 +29,8 @@ def _kinds(rows: list[str]) -> list[str]:
     return [json.loads(r)["kind"] for r in rows]
 
 
-def _only_failure(rows: list[str]) -> dict:
+def _only_failure(rows) -> dict:
+    rows = list(rows)
     assert _kinds(rows) == ["failure"], rows
     failure = json.loads(rows[0])
     assert failure["reason"] and failure["fix"] and failure["source"]

@@ -29,8 +29,11 @@ def test_documents_are_read_from_each_format(tmp_path):
     make_docx(tmp_path / "b.docx", ["First paragraph.", "Second one."], table=[["Drug", "Dose"], ["aspirin", "81 mg"]])
     (tmp_path / "c.txt").write_text(texts[0], encoding="utf-8")
     (tmp_path / "notes.md").write_text("not read")
-    files, skipped = list_sources([tmp_path])
-    assert [f.name for f in files] == ["a.pdf", "b.docx", "c.txt"] and [f.name for f in skipped] == ["notes.md"]
+    sources = list_sources([tmp_path])
+    assert [f.name for f in sources.files] == ["a.pdf", "b.docx", "c.txt"]
+    assert [(f.name, why) for f, why in sources.skipped] == [
+        ("notes.md", "not .jsonl/.txt/.pdf/.docx")
+    ] and not sources.unreadable
     pdf = next(read_documents(tmp_path / "a.pdf"))
     # Pages join with a form feed; the page without a text layer is named (1-based).
     assert pdf.text.split("\f")[0].split() == texts[0].split() and pdf.text.split("\f")[2].split() == texts[1].split()

@@ -298,7 +298,10 @@ def predict(
     fmt: Annotated[
         str, typer.Option("--format", help="spans | labelstudio (tasks with pre-annotations and their scores).")
     ] = "spans",
-    batch_size: Annotated[int, typer.Option(help="Documents per model call.")] = 16,
+    batch_size: Annotated[
+        int,
+        typer.Option(help="Most documents per model call; a call also holds at most about this many windows of text."),
+    ] = 16,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -314,6 +317,7 @@ def predict(
     """Extract spans from a collection of documents. Streams to OUT; run it again to resume after a crash."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from toolkit.data.documents import display_name
     from toolkit.infer.collection import predict_collection
 
     columns = (TextColumn("predict"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
@@ -336,7 +340,8 @@ def predict(
     console.print(
         f"{summary['predicted']} documents predicted in {summary['seconds']} s ({summary['documents_per_second']} "
         f"docs/s, {summary['engine']}); "
-        f"{summary['already_done']} already in {summary['stream']}; {summary['failed']} failed",
+        f"{summary['already_done']} already in {display_name(summary['stream'])}; {summary['failed']} failed "
+        f"({summary['entries']} entries in the inputs)",
         soft_wrap=True,
     )
     if summary["repaired_torn_line"]:
@@ -346,24 +351,28 @@ def predict(
         )
     for source, pages in summary["pages_without_text"].items():
         err_console.print(
-            f"{escape(source)}: no text layer on page(s) {', '.join(map(str, pages))}; those pages were not read (OCR "
-            f"them to include them)",
+            f"{escape(display_name(source))}: no text layer on page(s) {', '.join(map(str, pages))}; those pages were "
+            f"not read (OCR them to include them)",
             soft_wrap=True,
         )
     for failure in summary["failures"]:
         doc = f" [{failure['id']}]" if failure["id"] else ""
         err_console.print(
-            f"[red]failed[/red] {escape(failure['source'])}{escape(doc)}: {escape(failure['reason'])}. Fix: "
+            f"[red]failed[/red] {escape(display_name(failure['source']))}{escape(display_name(doc))}: "
+            f"{escape(display_name(failure['reason']))}. Fix: "
             f"{escape(failure['fix'])}",
             soft_wrap=True,
         )
     if summary["files_skipped"]:
         err_console.print(
-            f"skipped {len(summary['files_skipped'])} files of other types, e.g. {escape(summary['files_skipped'][0])}",
+            f"skipped {len(summary['files_skipped'])} entries (other types, hidden, or read already), e.g. "
+            f"{escape(summary['files_skipped'][0])}",
             soft_wrap=True,
         )
     console.print(
-        f"wrote {out}" + (f" (failures: {summary['failures_file']})" if summary["failed"] else ""), soft_wrap=True
+        f"wrote {display_name(str(out))}"
+        + (f" (failures: {display_name(summary['failures_file'])})" if summary["failed"] else ""),
+        soft_wrap=True,
     )
     raise typer.Exit(1 if summary["failed"] else 0)
 

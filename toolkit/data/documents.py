@@ -7,7 +7,11 @@ and a fix; the caller reports it and goes on with the rest.
 
 from __future__ import annotations
 
+import codecs
+import errno
 import json
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,30 +54,129 @@ class InputDocument:
         return {"id": self.id, "text": self.text, "source": self.source, "meta": self.meta}
 
 
-def list_sources(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
-    """Files to read (named files, and folders searched recursively in sorted order), and the files of
-    those folders with other suffixes, which are reported as skipped rather than left out silently.
-    Paths are absolute, so a document's source names it wherever the run (or a Ray worker) starts."""
-    files, skipped = [], []
-    for path in (Path(p).resolve() for p in inputs):
-        if path.is_dir():
-            for p in sorted(q for q in path.rglob("*") if q.is_file() and not q.name.startswith(".")):
-                (files if p.suffix.lower() in SUFFIXES else skipped).append(p)
-        elif path.is_file():
+@dataclass
+class Sources:
+    """Every entry under the inputs, each accounted for: `files` are read; `skipped` (other suffixes,
+    hidden entries, a folder reached again through a link) are counted and named in the summary, as
+    (path, why); `unreadable` (FIFOs, sockets, devices, broken or looping links, folders that cannot be
+    listed) become failure records, as (path, reason, fix)."""
+
+    files: list[Path] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    unreadable: list[tuple[Path, str, str]] = field(default_factory=list)
+
+    @property
+    def entries(self) -> int:
+        return len(self.files) + len(self.skipped) + len(self.unreadable)
+
+
+NOT_REGULAR = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+REGULAR_FIX = "predict reads regular files: copy the content into a .txt, .pdf, .docx or .jsonl file"
+
+
+def list_sources(inputs: list[Path]) -> Sources:
+    """Files to read (named files, and folders searched recursively in sorted order), and every other
+    entry of those folders, reported rather than left out silently. Paths are absolute, so a document's
+    source names it wherever the run (or a Ray worker) starts. Links are followed; a folder reached
+    twice (a link cycle) is read once."""
+    sources = Sources()
+    for given in inputs:
+        path = Path(given).absolute()
+        kind, reason = _entry_kind(path)
+        if kind == "dir":
+            _walk(path.resolve(), sources, set())
+        elif kind == "file":
             if path.suffix.lower() not in SUFFIXES:
                 raise ToolkitError(
-                    f"{path}: cannot read {path.suffix or 'files without a suffix'}",
+                    f"{display_name(str(path))}: cannot read {path.suffix or 'files without a suffix'}",
                     fix=f"pass {', '.join(SUFFIXES)} files, or a folder",
                 )
-            files.append(path)
+            sources.files.append(path.resolve())
+        elif kind == "missing":
+            raise ToolkitError(f"{display_name(str(path))}: no such file or folder", fix="check the path")
         else:
-            raise ToolkitError(f"{path}: no such file or folder", fix="check the path")
-    if not files:
+            raise ToolkitError(
+                f"{display_name(str(path))}: {reason}", fix=REGULAR_FIX if kind == "other" else "check the path"
+            )
+    if not sources.files:
         raise ToolkitError(
-            f"no {'/'.join(SUFFIXES)} files in {', '.join(map(str, inputs))}",
+            f"no {'/'.join(SUFFIXES)} files in {', '.join(display_name(str(p)) for p in inputs)}",
             fix="pass files or folders that hold documents",
         )
-    return files, skipped
+    sources.files.sort(key=str)
+    sources.skipped.sort(key=lambda s: str(s[0]))
+    sources.unreadable.sort(key=lambda u: str(u[0]))
+    return sources
+
+
+def _entry_kind(path: Path) -> tuple[str, str]:
+    """("dir" | "file" | "missing" | "link" | "other", the reason when it cannot be read)."""
+    try:
+        mode = os.stat(path).st_mode  # follows links
+    except OSError as exc:
+        if os.path.islink(path):
+            if exc.errno == errno.ELOOP:
+                return "link", "a symbolic link loop"
+            target = display_name(os.readlink(path))
+            return "link", f"a broken symbolic link (to {target}, which does not exist)"
+        if exc.errno == errno.ENOENT:
+            return "missing", "no such file or folder"
+        return "other", f"cannot read its status ({exc.strerror})"
+    if stat.S_ISDIR(mode):
+        return "dir", ""
+    if stat.S_ISREG(mode):
+        return "file", ""
+    return "other", f"not a regular file ({NOT_REGULAR.get(stat.S_IFMT(mode), 'a special file')})"
+
+
+def _walk(folder: Path, sources: Sources, seen: set[tuple[int, int]]) -> None:
+    # os.scandir rather than Path.rglob, which keeps only what `is_file` says and so drops FIFOs,
+    # broken links and link loops without a word.
+    st = os.stat(folder)
+    if (st.st_dev, st.st_ino) in seen:
+        sources.skipped.append((folder, "a link to a folder read already"))
+        return
+    seen.add((st.st_dev, st.st_ino))
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(entry.name for entry in it)
+    except OSError as exc:
+        sources.unreadable.append((folder, f"cannot list the folder ({exc.strerror})", "check its permissions"))
+        return
+    for name in names:
+        path = folder / name
+        if name.startswith("."):
+            sources.skipped.append((path, "hidden"))  # .git, .DS_Store: named in the summary, not read
+            continue
+        kind, reason = _entry_kind(path)
+        if kind == "dir":
+            _walk(path, sources, seen)
+        elif kind == "file":
+            if path.suffix.lower() in SUFFIXES:
+                sources.files.append(path)
+            else:
+                sources.skipped.append((path, f"not {'/'.join(SUFFIXES)}"))
+        elif kind == "missing":  # removed while the folder was listed
+            sources.unreadable.append((path, "removed while the folder was read", "run again"))
+        else:
+            sources.unreadable.append(
+                (path, reason, REGULAR_FIX if kind == "other" else "remove the link or fix its target")
+            )
+
+
+def display_name(name: str) -> str:
+    """A path as a terminal can print it: bytes that are not UTF-8 (held as surrogates by os.fsdecode)
+    shown as \\xNN. Output rows keep the name itself, losslessly (see `toolkit.infer.collection`)."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate os.fsdecode does not make (from a JSON escape): shown as \\udNNN
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def read_documents(
@@ -128,13 +231,20 @@ def _jsonl(
     with path.open("rb") as f:
         f.seek(start)
         data = f.read() if end is None else f.read(end - start)
+    if start == 0 and data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+        start = len(codecs.BOM_UTF8)
+    elif start == 0 and any(data.startswith(bom) for bom, _ in BOMS):
+        # JSONL is UTF-8 by definition, and its lines are found (and split among workers) by byte.
+        raise DocumentError(
+            "JSONL in UTF-16 or UTF-32 (it starts with that byte-order mark)",
+            "convert it to UTF-8, e.g. `iconv -f utf-16 -t utf-8`",
+        )
     try:
         # split on "\n" only: str.splitlines would also split at U+2028, which JSON strings may hold raw.
         lines = data.decode("utf-8").split("\n")
     except UnicodeDecodeError as exc:
-        raise DocumentError(
-            f"not UTF-8 (byte {start + exc.start})", "convert it, e.g. `iconv -f latin1 -t utf-8`"
-        ) from None
+        raise DocumentError(f"not UTF-8 (byte {start + exc.start})", _conversion_fix(data)) from None
     for n, line in enumerate(lines, first):
         if not line.strip():
             continue
@@ -157,11 +267,53 @@ def _jsonl(
         yield InputDocument(id=str(rid), text=obj["text"], source=str(path), meta={"format": "jsonl", "line": n})
 
 
-def _txt(path: Path) -> tuple[str, dict]:
+# Byte-order marks and the codec each names; UTF-32's come first, as UTF-32 LE's starts with UTF-16 LE's.
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def decode_text(data: bytes) -> str:
+    """A text file's bytes as text: UTF-8, or the UTF-8/16/32 its byte-order mark names (the mark is
+    not part of the text). Anything else raises DocumentError with the conversion that fixes it."""
+    for bom, codec in BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(codec)
+            except UnicodeDecodeError as exc:
+                raise DocumentError(
+                    f"starts with a {codec.upper()} byte-order mark but is not {codec.upper()} "
+                    f"(byte {len(bom) + exc.start})",
+                    "re-save it in one encoding, ideally UTF-8",
+                ) from None
     try:
-        return path.read_text(encoding="utf-8-sig"), {}
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentError(f"not UTF-8 (byte {exc.start})", "convert it, e.g. `iconv -f latin1 -t utf-8`") from None
+        raise DocumentError(f"not UTF-8 (byte {exc.start})", _conversion_fix(data)) from None
+    if _wide(data):  # ASCII in UTF-16 without a mark is valid UTF-8, every other byte a NUL
+        raise DocumentError("not UTF-8 text: every other byte is NUL", _conversion_fix(data))
+    return text
+
+
+def _wide(data: bytes) -> bool:
+    """Whether the bytes look like UTF-16/32 without a byte-order mark: a quarter or more of them NUL."""
+    head = data[:4096]
+    return bool(head) and head.count(0) > len(head) // 4
+
+
+def _conversion_fix(data: bytes) -> str:
+    if _wide(data):
+        codec = "utf-16le" if data[1:2] == b"\0" else "utf-16be"
+        return f"it looks like {codec.upper()} without a byte-order mark: convert it, e.g. `iconv -f {codec} -t utf-8`"
+    return "convert it to UTF-8, e.g. `iconv -f cp1252 -t utf-8` for Windows text (`-f latin1` for ISO-8859-1)"
+
+
+def _txt(path: Path) -> tuple[str, dict]:
+    return decode_text(path.read_bytes()), {}
 
 
 def _pdf(path: Path) -> tuple[str, dict]:

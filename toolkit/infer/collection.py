@@ -10,14 +10,16 @@ skipped, and a last line cut off mid-write is removed first.
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.data.documents import count_documents, list_sources
+from toolkit.data.documents import count_documents, display_name, list_sources
 from toolkit.errors import ToolkitError
-from toolkit.infer.rows import batched_rows, extract_file, model_id_of
+from toolkit.infer.rows import CHARS_PER_SLOT, batched_rows, encode_row, extract_file, failure_row, model_id_of
 
 FORMATS = ("spans", "labelstudio")
 
@@ -26,8 +28,74 @@ def local_rows(model: Path, files: list[Path], done: frozenset, batch_size: int)
     from toolkit.infer import load_predictor
 
     predictor = load_predictor(model)
-    documents = (row for path in files for row in extract_file(str(path), done))
-    yield from batched_rows(documents, predictor, model_id_of(model), batch_size)
+    documents = ReadAhead((row for path in files for row in extract_file(str(path), done)), batch_size * CHARS_PER_SLOT)
+    try:
+        yield from batched_rows(documents, predictor, model_id_of(model), batch_size, ready=documents.ready)
+    finally:
+        documents.close()
+
+
+class ReadAhead:
+    """Rows produced by a reader thread while the model predicts: the files are read (a PDF's text layer
+    can take minutes) while rows already read are predicted and written. At most `max_chars` of rows
+    wait (always one, however long), so memory follows the documents in flight.
+
+    Our own, on `threading`: the standard queue bounds items, not their size, and one item here can be
+    a whole document."""
+
+    def __init__(self, rows: Iterator[str], max_chars: int):
+        self._rows, self._max = rows, max_chars
+        self._waiting: deque[str] = deque()
+        self._chars = 0
+        self._done = False
+        self._error: BaseException | None = None
+        self._stop = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, name="predict-reader", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for row in self._rows:
+                size = len(row)
+                with self._cond:
+                    self._cond.wait_for(
+                        lambda size=size: self._stop or not self._waiting or self._chars + size <= self._max
+                    )
+                    if self._stop:
+                        return
+                    self._waiting.append(row)
+                    self._chars += len(row)
+                    self._cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            self._error = exc
+        finally:
+            with self._cond:
+                self._done = True
+                self._cond.notify_all()
+
+    def ready(self) -> bool:
+        """Whether a row waits now (so a model call need not wait for the reader)."""
+        with self._cond:
+            return bool(self._waiting)
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._waiting or self._done)
+                if not self._waiting:
+                    if self._error is not None:
+                        raise self._error
+                    return
+                row = self._waiting.popleft()
+                self._chars -= len(row)
+                self._cond.notify_all()
+            yield row
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
 
 
 @dataclass
@@ -73,6 +141,34 @@ class PredictionSink:
             self.out.write_bytes(data[:keep] if self.repaired_tail else data)
 
     def write(self, row: str) -> dict:
+        """Write one row (or, for a row that cannot be written, a failure naming why); returns what was written.
+        Only the file system's own failure (a full disk) ends the run, with every row so far kept."""
+        try:
+            return self._write(row)
+        except OSError as exc:
+            raise ToolkitError(
+                f"cannot write to {display_name(str(self.out))}: {exc.strerror or exc}",
+                fix="free space or fix permissions, then run the same command again: it resumes after the last row",
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - one row that cannot be written must not end the run
+            source = "?"
+            try:
+                parsed = json.loads(row)
+                source, doc_id = parsed.get("meta", parsed).get("source", "?"), parsed.get("id")
+            except Exception:  # noqa: BLE001 - the row itself is unreadable; the failure still names the error
+                doc_id = None
+            failure = {
+                "source": source,
+                "id": doc_id,
+                "reason": f"its row could not be written: {type(exc).__name__}: {exc}",
+                "fix": "report it with this document; the others went on",
+            }
+            self.failures.append(failure)
+            self._failed.write(encode_row(failure) + "\n")
+            self._failed.flush()
+            return failure
+
+    def _write(self, row: str) -> dict:
         obj = json.loads(row)
         kind = obj.pop("kind")
         if kind == "prediction":
@@ -94,10 +190,10 @@ class PredictionSink:
                 self.done.add(key)
         if kind == "failure":
             self.failures.append(obj)
-            self._failed.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            self._failed.write(encode_row(obj) + "\n")
             self._failed.flush()
         else:
-            self._out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            self._out.write(encode_row(obj) + "\n")
             self._out.flush()
             self.predicted += 1
         return obj
@@ -140,8 +236,11 @@ def predict_collection(
             "--batch-size, --ray-actors and --ray-cpus-per-actor must be at least 1", fix="e.g. --batch-size 16"
         )
     open_run(model)  # a clear error for a path that is not a run or artifact, before any work
-    files, skipped = list_sources(inputs)
+    sources = list_sources(inputs)
+    files = sources.files
     sink = PredictionSink(stream_path(out, fmt))
+    for path, reason, fix in sources.unreadable:
+        sink.write(failure_row(str(path), None, reason, fix))
     done = frozenset(sink.done)
     started = time.perf_counter()
     total = sum(count_documents(p) for p in files)
@@ -171,8 +270,9 @@ def predict_collection(
     return {
         "out": str(out),
         "stream": str(sink.out),
+        "entries": sources.entries,
         "files": len(files),
-        "files_skipped": [str(p) for p in skipped],
+        "files_skipped": [f"{display_name(str(p))} ({why})" for p, why in sources.skipped],
         "documents_in_inputs": total,
         "already_done": len(done),
         "repaired_torn_line": sink.repaired_tail,

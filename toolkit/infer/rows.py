@@ -1,68 +1,72 @@
 """The per-document work of `toolkit predict`, shared by the local path and Ray Data's workers.
 
-`extract_file` turns a file into document rows (or failure rows); `batched_rows` turns document rows
-into prediction rows (or failure rows). Rows are JSON strings with a `kind`, so they cross Ray's
-object store as plain strings.
+`extract_file` turns a file into document rows (or failure rows), lazily; `batched_rows` turns
+document rows into prediction rows (or failure rows), in model calls bounded by text as well as by
+count. Rows are JSON strings with a `kind`, so they cross Ray's object store as plain strings.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from toolkit.data.documents import DocumentError, InputDocument, count_documents, read_documents
 
 
+def encode_row(obj: dict) -> str:
+    """One row as a line of JSON. A name that is not UTF-8 (a file name os.fsdecode holds as surrogates, or a lone
+    surrogate from a JSON escape) is not UTF-8 text (nor an Arrow string, for Ray), so that row is written with JSON's
+    \\u escapes: still valid JSON on one line, and `json.loads` gives back the exact name."""
+    line = json.dumps(obj, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(obj)
+    return line
+
+
 def failure_row(source: str, doc_id: str | None, reason: str, fix: str) -> str:
-    return json.dumps(
-        {"kind": "failure", "source": source, "id": doc_id, "reason": reason, "fix": fix}, ensure_ascii=False
-    )
+    return encode_row({"kind": "failure", "source": source, "id": doc_id, "reason": reason, "fix": fix})
 
 
 def extract_file(
     path: str, done: frozenset[tuple[str, str]] = frozenset(), piece: tuple[int, int, int] | None = None
-) -> list[str]:
+) -> Iterator[str]:
     """One file's documents (rows of kind `document`; only the lines of `piece` of a JSONL file) and
-    failures, leaving out documents already done."""
-    rows: list[str] = []
+    failures, leaving out documents already done. A generator, so a large JSONL file is never held as rows."""
     read_any = False
     try:
         for item in read_documents(Path(path), piece):
             read_any = True
             if isinstance(item, tuple):
                 doc_id, problem = item
-                rows.append(failure_row(path, doc_id, problem.reason, problem.fix))
+                yield failure_row(path, doc_id, problem.reason, problem.fix)
             elif item.key not in done:
-                rows.append(json.dumps({"kind": "document", **item.to_dict()}, ensure_ascii=False))
+                yield encode_row({"kind": "document", **item.to_dict()})
         if (
             not read_any
             and path.endswith(".jsonl")
             and (piece is None or piece[0] == 0)
             and count_documents(Path(path)) == 0
         ):
-            rows.append(
-                failure_row(
-                    path,
-                    None,
-                    "no documents (the file is empty, or only blank lines)",
-                    "write one JSON record per line, or pass the right file",
-                )
-            )
-    except DocumentError as exc:
-        rows.append(failure_row(path, None, exc.reason, exc.fix))
-    except (OSError, UnicodeDecodeError) as exc:
-        rows.append(failure_row(path, None, f"cannot read: {exc}", "check the file's permissions and encoding (UTF-8)"))
-    except Exception as exc:  # noqa: BLE001 - no file may end the run: whatever a reader meets is this file's failure
-        rows.append(
-            failure_row(
+            yield failure_row(
                 path,
                 None,
-                f"reading failed: {type(exc).__name__}: {exc}",
-                "report it with this file; the other files went on",
+                "no documents (the file is empty, or only blank lines)",
+                "write one JSON record per line, or pass the right file",
             )
+    except DocumentError as exc:
+        yield failure_row(path, None, exc.reason, exc.fix)
+    except (OSError, UnicodeDecodeError) as exc:
+        yield failure_row(path, None, f"cannot read: {exc}", "check the file's permissions and encoding (UTF-8)")
+    except Exception as exc:  # noqa: BLE001 - no file may end the run: whatever a reader meets is this file's failure
+        yield failure_row(
+            path,
+            None,
+            f"reading failed: {type(exc).__name__}: {exc}",
+            "report it with this file; the other files went on",
         )
-    return rows
 
 
 def predict_rows(predictor, documents: list[InputDocument], model_id: str, batch_size: int) -> list[str]:
@@ -85,32 +89,49 @@ def predict_rows(predictor, documents: list[InputDocument], model_id: str, batch
             )
         ]
     return [
-        json.dumps(
+        encode_row(
             {
                 "kind": "prediction",
                 "id": d.id,
                 "text": d.text,
                 "spans": [p.to_dict(d.text) for p in spans],
                 "meta": {"source": d.source, **d.meta, "model": model_id},
-            },
-            ensure_ascii=False,
+            }
         )
         for d, spans in zip(documents, predictions)
     ]
 
 
-def batched_rows(rows: Iterable[str], predictor, model_id: str, batch_size: int) -> Iterator[str]:
-    """Document rows through the model `batch_size` at a time; failure rows pass straight through."""
+# Text per model call, in characters per document slot: about one 256-token window of English. A call
+# holds at most batch_size windows' worth of text (or one document, however long), so one huge file
+# no longer rides with batch_size - 1 others, and memory follows the windows in flight.
+CHARS_PER_SLOT = 1_000
+
+
+def batched_rows(
+    rows: Iterable[str], predictor, model_id: str, batch_size: int, ready: Callable[[], bool] = lambda: True
+) -> Iterator[str]:
+    """Document rows through the model; failure rows pass straight through. A model call takes at most
+    `batch_size` documents and about `batch_size * CHARS_PER_SLOT` characters (a longer document goes
+    alone), and runs as soon as `ready()` says no further row is waiting, so rows already read are not
+    held back by a file still being read."""
+    budget = batch_size * CHARS_PER_SLOT
     batch: list[InputDocument] = []
+    chars = 0
     for row in rows:
         obj = json.loads(row)  # once per row: a document row carries its whole text
-        if obj.pop("kind") == "document":
-            batch.append(InputDocument(**obj))
-            if len(batch) == batch_size:
-                yield from predict_rows(predictor, batch, model_id, batch_size)
-                batch = []
-        else:
+        if obj.pop("kind") != "document":
             yield row
+        else:
+            doc = InputDocument(**obj)
+            if batch and chars + len(doc.text) > budget:
+                yield from predict_rows(predictor, batch, model_id, batch_size)
+                batch, chars = [], 0
+            batch.append(doc)
+            chars += len(doc.text)
+        if batch and (len(batch) == batch_size or chars >= budget or not ready()):
+            yield from predict_rows(predictor, batch, model_id, batch_size)
+            batch, chars = [], 0
     yield from predict_rows(predictor, batch, model_id, batch_size)
 
 
