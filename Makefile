@@ -18,7 +18,7 @@ TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-2.13.0+cpu-*),,--extra-index-ur
 TORCH_PIN := torch==2.13.0
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install mpnet gemma demo test test-slow lint lock check-lock clean
+.PHONY: install mpnet gemma demo bento test test-slow lint lock check-lock clean
 
 install: $(VENV)/.installed
 
@@ -82,6 +82,12 @@ check-lock: install
 
 demo: install
 	$(VENV)/bin/toolkit demo
+
+# A bento of the service with one artifact (`make bento ARTIFACT=runs/demo/artifacts/demo_mlm`), its Python set
+# the lock, hash-checked; offline where pip's index is (docs/guides/deploy.md).
+bento: install
+	@test -n "$(ARTIFACT)" || (echo "make bento ARTIFACT=DIR: DIR is a directory made by toolkit export"; exit 1)
+	$(VENV)/bin/toolkit bento $(ARTIFACT)
 
 # Tests run tiny models: one BLAS thread each is faster than threads fighting over few cores.
 # `make test` is the fast tier, on TEST_WORKERS processes (a test file to each, so a module's server or

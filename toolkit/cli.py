@@ -607,6 +607,19 @@ def serve(
 
 
 @app.command()
+def bento(
+    artifact: Annotated[Path, typer.Argument(metavar="DIR", help="Artifact directory made by `toolkit export`.")],
+) -> None:
+    """Build a BentoML bento of the service with DIR, its Python environment the project's lock (hash-checked, CPU
+    torch). `bentoml serve TAG` serves it; `bentoml containerize TAG` makes its image."""
+    from toolkit.deploy.bento import build_bento
+
+    tag, path = build_bento(artifact)
+    console.print(f"built bento {tag} at {path}", soft_wrap=True)
+    console.print(f"serve it: bentoml serve {tag}    image: bentoml containerize {tag}", soft_wrap=True)
+
+
+@app.command()
 def schema(
     write: Annotated[Path | None, typer.Option(help="Write the JSON Schema files into this directory.")] = None,
 ) -> None:

@@ -50,7 +50,7 @@ class ServeSettings(BaseModel):
     @classmethod
     def from_env(cls) -> ServeSettings:
         env = os.environ
-        # A bento carries its artifact in ./artifact (serving/bentofile.yaml).
+        # A bento carries its artifact in ./artifact (toolkit.deploy.bento).
         artifact = env.get("TOOLKIT_ARTIFACT") or ("artifact" if (Path("artifact") / MANIFEST_FILE).is_file() else None)
         if not artifact:
             raise RuntimeError(

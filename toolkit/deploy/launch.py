@@ -46,13 +46,17 @@ GRACEFUL_SHUTDOWN_S = 2
 STOP_GRACE_S = 5.0
 
 
-def serve_command(host: str, port: int) -> list[str]:
+SERVICE = "toolkit.deploy.serving:Extraction"
+
+
+def serve_command(host: str, port: int, target: str = SERVICE) -> list[str]:
+    """`bentoml serve` of the service module, or of a built bento (`target` its tag)."""
     return [
         sys.executable,
         "-m",
         "bentoml",
         "serve",
-        "toolkit.deploy.serving:Extraction",
+        target,
         "--host",
         host,
         "--port",
@@ -144,11 +148,14 @@ class Server:
         max_batch_size: int = MAX_BATCH_DOCS,
         startup_timeout: float = 180.0,
         log: Path | None = None,
+        bento: str | None = None,
         **limits: int | float | str,
     ):
         self.url = f"http://{host}:{port}"
         self.env = service_env(artifact, max_batch_size, **limits)
-        self.command = serve_command(host, port)
+        if bento:  # the bento's own copy of the artifact, and its own settings, are what is served
+            self.env = {k: v for k, v in self.env.items() if k not in ("TOOLKIT_ARTIFACT", "TOOLKIT_MAX_BATCH_SIZE")}
+        self.command = serve_command(host, port, bento or SERVICE)
         self.startup_timeout = startup_timeout
         self.log_path = log
         self.process: subprocess.Popen | None = None
