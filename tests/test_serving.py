@@ -203,6 +203,16 @@ def test_every_body_gets_a_json_answer(server):
     check_every_body_is_answered(server, examples=200)
 
 
+def test_metrics_carry_the_queue_the_batch_sizes_and_rejections_by_reason(server):
+    server.post("/extract", {"text": 5}, headers=AUTH)
+    server.post("/extract", {"text": "Patient reports no pain."}, headers=AUTH)
+    status, raw = server.get("/metrics")
+    text = raw.decode()
+    assert status == 200
+    assert 'toolkit_rejections_total{reason="invalid_request"}' in text, text[-2000:]
+    assert "toolkit_batch_documents_count" in text and "toolkit_queue_chars" in text
+
+
 def test_info_returns_the_manifest(server, tiny_mlm_artifact):
     status, raw = server.get("/info", headers=AUTH)
     assert status == 200
@@ -282,6 +292,28 @@ def test_2000_bodies_each_get_a_json_answer_and_the_service_lives(tiny_mlm_artif
         status, answer = s.post("/extract", b"[" * 200_000 + b"]" * 200_000, headers=AUTH, timeout=30)
         assert status == 400 and "recursion limit" in answer["error"], answer
         check_every_body_is_answered(s, examples=2_000)
+
+
+@pytest.mark.slow
+def test_two_workers_under_sustained_load_answer_as_one_does(tiny_mlm_artifact, tmp_path):
+    """--workers 2: two processes, each with its own model and batcher; 320 requests from 32 clients
+    answer as single requests do, and both workers take a share."""
+    import psutil
+
+    with Server(tiny_mlm_artifact, port=free_port(), log=tmp_path / "server.log", workers=2, api_key=KEY) as s:
+        workers = [
+            p
+            for p in psutil.Process(s.process.pid).children(recursive=True)
+            if "toolkit.deploy.serving" in " ".join(p.cmdline()) or "_bentoml_impl" in " ".join(p.cmdline())
+        ]
+        _sustained_load(s, AUTH)
+        metrics = s.get("/metrics")[1].decode()
+    assert len(workers) >= 2, [p.cmdline() for p in workers]
+    assert "toolkit_batch_documents_count" in metrics
+    import re
+
+    batches = re.findall(r"\[entry_service:extraction:(\d+)\] batch of", (tmp_path / "server.log").read_text())
+    assert set(batches) == {"1", "2"}, "each worker ran model calls of its own"
 
 
 @pytest.mark.slow

@@ -597,12 +597,21 @@ def serve(
             help="The model's intra-op threads (default: every core; fewer where another process keeps cores busy)."
         ),
     ] = None,
+    workers: Annotated[
+        int, typer.Option(help="Worker processes, each with its own model and batcher (threads split among them).")
+    ] = 1,
 ) -> None:
     """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics). SIGTERM or Ctrl-C stops
     it within seconds."""
     from toolkit.deploy.launch import serve_artifact
 
-    limits = {"max_queue_seconds": max_queue_seconds, **({"model_threads": model_threads} if model_threads else {})}
+    if workers < 1:
+        raise ToolkitError("--workers must be at least 1", fix="e.g. --workers 2")
+    limits = {
+        "max_queue_seconds": max_queue_seconds,
+        "workers": workers,
+        **({"model_threads": model_threads} if model_threads else {}),
+    }
     serve_artifact(artifact, host, port, max_batch_size, **limits)
 
 

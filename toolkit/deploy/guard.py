@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.responses import HTMLResponse, JSONResponse
 
 from toolkit.deploy.batcher import MAX_BATCH_DOCS
+from toolkit.deploy.metrics import count_rejection
 from toolkit.rundir import MANIFEST as MANIFEST_FILE
 
 # GET / is this page, served by RequestGuard ahead of BentoML's own index (which it would otherwise be).
@@ -45,6 +46,9 @@ class ServeSettings(BaseModel):
     # a second under load than one thread (docs/benchmarks.md, "Issue 26"); on a machine where another
     # process keeps a core busy, fewer threads avoid OpenMP waiting on it.
     model_threads: int | None = Field(default=None, ge=1)
+    # Worker processes, each with its own model and batcher; with more than one, each worker's model gets
+    # cores / workers threads unless model_threads says otherwise.
+    workers: int = Field(default=1, ge=1)
     api_key: str | None = None
 
     @classmethod
@@ -76,6 +80,7 @@ def error(
         status,
         message,
     )
+    count_rejection(status)
     body: dict[str, Any] = {"error": message, "request_id": REQUEST_ID.get(), **extra}
     if fix:
         body["fix"] = fix

@@ -1,6 +1,7 @@
 """The BentoML extraction service over an exported artifact.
 
-One BentoML service, `Extraction`, in one worker process: its API (validation, limits, auth, label
+One BentoML service, `Extraction`, in TOOLKIT_WORKERS worker processes (default 1), each with its own
+model and batcher: its API (validation, limits, auth, label
 filter) hands documents to an in-process batcher (`toolkit.deploy.batcher`): one FIFO and one model
 thread that runs whole waiting requests as one model call, while the event loop keeps accepting. No
 internal HTTP hop, so nothing between the API and the model can drop or duplicate a call. Inside a
@@ -13,7 +14,7 @@ Settings come from environment variables (read when the module is imported): TOO
 TOOLKIT_MAX_QUEUE_SECONDS, TOOLKIT_MAX_QUEUE_CHARS, TOOLKIT_MAX_BODY_BYTES, TOOLKIT_MAX_DOC_CHARS,
 TOOLKIT_MAX_TEXTS, TOOLKIT_API_KEY (when set, requests need header `X-API-Key: <key>` or
 `Authorization: Bearer <key>`), TOOLKIT_MODEL_BATCH (windows per forward pass), TOOLKIT_MODEL_THREADS
-(the model's intra-op threads; default: every core).
+(the model's intra-op threads; default: every core, or cores / workers), TOOLKIT_WORKERS.
 
 Every request gets an id (the client's `X-Request-ID` when it sends a short one, else a new one),
 returned in the `X-Request-ID` header and written in the request's log line and its batch's.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 
 import bentoml
 from starlette.applications import Starlette
@@ -33,6 +35,7 @@ from starlette.routing import Route
 
 from toolkit.deploy.batcher import ModelBatcher
 from toolkit.deploy.guard import REQUEST_ID, RequestGuard, ServeSettings, check_request, error
+from toolkit.deploy.metrics import series
 from toolkit.infer import load_predictor
 from toolkit.rundir import read_manifest, verify_artifact, weights_file
 
@@ -92,16 +95,19 @@ async def _client_gone(request: Request) -> None:
         pass
 
 
-@bentoml.service(name="extraction", workers=1, traffic={"timeout": 600})
+@bentoml.service(name="extraction", workers=SETTINGS.workers, traffic={"timeout": 600})
 class Extraction:
     """POST /extract: spans with start, end, label, text and score; GET /info: the artifact's manifest."""
 
     def __init__(self) -> None:
         verify_artifact(SETTINGS.artifact)
-        if SETTINGS.model_threads:
+        threads = SETTINGS.model_threads
+        if threads is None and SETTINGS.workers > 1:  # workers share the cores rather than each taking all
+            threads = max(1, (os.cpu_count() or 1) // SETTINGS.workers)
+        if threads:
             from toolkit.hardware import set_inference_threads
 
-            set_inference_threads(SETTINGS.model_threads)  # PyTorch at once, ONNX Runtime's session below
+            set_inference_threads(threads)  # PyTorch at once, ONNX Runtime's session below
         self.predictor = load_predictor(SETTINGS.artifact)
         if hasattr(self.predictor, "warm_up"):
             self.predictor.warm_up()  # before /readyz answers: no request waits for a runtime's compilation
@@ -116,6 +122,7 @@ class Extraction:
         log.disabled, log.level = False, logging.INFO
 
     def _predict(self, texts: list[str]) -> list[list[dict]]:
+        series().batch_documents.observe(len(texts))
         predictions = self.predictor.predict(texts, batch_size=SETTINGS.model_batch)
         return [[s.to_dict(doc) for s in spans] for doc, spans in zip(texts, predictions)]
 
@@ -157,7 +164,9 @@ class Extraction:
         if problem is not None:
             return problem
         chars = sum(len(d) for d in docs)
-        if not QUEUE.admit(chars):
+        admitted = QUEUE.admit(chars)
+        series().queue_chars.set(QUEUE.pending)
+        if not admitted:
             wait = QUEUE.retry_after()
             return error(
                 503,
@@ -176,6 +185,7 @@ class Extraction:
             )
         finally:
             QUEUE.release(chars)
+            series().queue_chars.set(QUEUE.pending)
         if results is None:
             return error(499, "the client closed the connection")  # nobody reads it
         if labels:
