@@ -192,6 +192,7 @@ def check_every_body_is_answered(server, examples: int) -> None:
         assert ("spans" in answer or "results" in answer) if status == 200 else answer["request_id"], answer
 
     one()
+    print(f"{sum(seen.values())} bodies, answers by status: {dict(sorted(seen.items()))}")
     assert sum(seen.values()) >= examples and seen.get(200) and seen.get(400), seen
     assert server.get("/readyz")[0] == 200
     assert server.post("/extract", {"text": "Patient reports no pain."}, headers=AUTH)[0] == 200
