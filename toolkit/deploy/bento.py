@@ -29,6 +29,7 @@ import yaml
 
 from toolkit.deploy.batcher import MAX_BATCH_DOCS
 from toolkit.errors import ToolkitError
+from toolkit.infer.rows import model_id_of
 from toolkit.rundir import MANIFEST, verify_artifact
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +105,7 @@ def build_context(artifact: Path, where: Path) -> Path:
     bentofile = {
         "service": "service:Extraction",
         "name": BENTO_NAME,
-        "labels": {"project": "clause-entity-toolkit", "model_id": _model_id(artifact)},
+        "labels": {"project": "clause-entity-toolkit", "model_id": model_id_of(artifact)},
         "include": ["service.py", "artifact/**"],
         "envs": [
             {"name": "TOOLKIT_ARTIFACT", "value": "artifact"},
@@ -141,12 +142,6 @@ def _block(lock_text: str, name: str) -> str:
     if not lines:
         raise ToolkitError(f"requirements/lock.txt pins no {name}", fix="regenerate the lock with `make lock`")
     return "\n".join(lines) + "\n"
-
-
-def _model_id(artifact: Path) -> str:
-    import json
-
-    return str(json.loads((artifact / MANIFEST).read_text(encoding="utf-8"))["model_id"])
 
 
 def build_bento(artifact: Path, where: Path | None = None) -> tuple[str, Path]:
