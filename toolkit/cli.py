@@ -213,6 +213,8 @@ def run(
     console.print(", ".join(figures))
     if "too_few_to_tune" in run_info:
         err_console.print(f"warning: {run_info['too_few_to_tune']}", soft_wrap=True, markup=False)
+    if "combination_note" in run_info:  # segments.combination=fitted: what fine-tuning added, said plainly
+        console.print(f"combination: {run_info['combination_note']}", soft_wrap=True, markup=False)
 
 
 recipes_app = typer.Typer(

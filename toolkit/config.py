@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import ConfigError
 from toolkit.registry import RECIPE, TASKS, Recipe, RecipeBase, recipe_key  # noqa: F401 - Recipe re-exported
-from toolkit.registry.linear_segments import linear_baseline_data
+from toolkit.registry.linear_segments import linear_baseline_data, linear_name
 from toolkit.sections import DropoutConfig, LoraConfigModel, ModelConfig  # noqa: F401 - re-exported
 
 
@@ -133,9 +133,13 @@ def load_recipe(path: Path | str, overrides: list[str] | None = None, linear_bas
         raise ConfigError(f"{path}: not valid YAML ({exc})", fix="fix the YAML syntax") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping", fix="see recipes/demo_mlm.yaml")
-    if linear_baseline:
-        data = linear_baseline_data(data)
-    return recipe_from_dict(data, overrides, str(path))
+    if not linear_baseline:
+        return recipe_from_dict(data, overrides, str(path))
+    # The overrides apply to the baseline's mapping (an encoder key is refused there), and a name given
+    # by an override gets the `_linear` suffix as a name in the file does, so the encoder's run is kept.
+    data = apply_overrides(linear_baseline_data(data), overrides)
+    data["name"] = linear_name(data.get("name"))
+    return recipe_from_dict(data, None, str(path))
 
 
 def _accepted_only(data: dict, model: type[BaseModel]) -> dict:
@@ -161,12 +165,18 @@ def load_saved_recipe(path: Path | str) -> RecipeBase:
     return recipe_from_dict(data, source=str(path))
 
 
-def recipe_from_dict(data: dict, overrides: list[str] | None = None, source: str = "recipe") -> RecipeBase:
-    """Validate a recipe mapping (after `key=value` overrides) as the recipe of its task."""
+def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
+    """A copy of a recipe mapping with `key=value` overrides set."""
     data = copy.deepcopy(data)
     for text in overrides or []:
         key, value = parse_override(text)
         set_dotted(data, key, value)
+    return data
+
+
+def recipe_from_dict(data: dict, overrides: list[str] | None = None, source: str = "recipe") -> RecipeBase:
+    """Validate a recipe mapping (after `key=value` overrides) as the recipe of its task."""
+    data = apply_overrides(data, overrides)
     # SECTION=null on the command line removes a section (e.g. an encoder's train: from a linear recipe).
     data = {k: v for k, v in data.items() if v is not None}
     try:

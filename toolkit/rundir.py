@@ -93,6 +93,8 @@ class ModelMeta(BaseModel):
     thresholds: list[float] | None = None  # segment models: per-label decision thresholds (None: the default)
     clause_starts: str | None = None  # segment models: file of the clause-start classifiers (B/I/O over segments)
     linear_prior: str | None = None  # segment models: file (in the folder) of the linear model whose logits they add
+    # segments.combination=fitted: per label (w_linear, w_encoder, bias) over the two logits (None: their sum)
+    combination: list[list[float]] | None = None
     generation: GenerationConfig | None = None  # span_generation: how spans are written and generated
     selector: dict[str, Any] | None = None  # span_generation: the fitted window selector's report
     base_model: str | None = None  # pretrain_*: the model pre-training started from

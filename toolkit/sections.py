@@ -427,6 +427,30 @@ class SegmentsConfig(SegmentDecisionConfig):
             "encoder learns how far to trust the linear model on text it has not seen."
         ),
     )
+    combination: Literal["sum", "fitted"] = Field(
+        default="sum",
+        description=(
+            "With segments.linear_prior, how the encoder's and the linear model's logits make the final score. sum: "
+            "added (the prior the encoder trains against). fitted: per label, a logistic regression over the two "
+            "logits and a threshold, fitted on the training documents held out of training "
+            "(segments.thresholds=held_out); a label where the encoder does not raise the held-out Jaccard F1 "
+            "(cross-fitted over two halves of them) falls back to the linear model alone, at its out-of-fold "
+            "threshold. Training's evaluations and best checkpoint then read those documents too, so dev only "
+            "reports."
+        ),
+    )
+    min_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "A training budget sized to the data: at least this many optimizer steps, train.epochs raised to reach "
+            "them on a small set (at most segments.max_epochs epochs); with train.early_stopping_patience, stopped "
+            "where the evaluation set stops improving."
+        ),
+    )
+    max_epochs: float = Field(
+        default=10, gt=0, description="segments.min_steps: the most epochs it may raise train.epochs to."
+    )
 
 
 # --- span_generation -------------------------------------------------------------------------------

@@ -19,7 +19,13 @@ from toolkit.infer.linear import LinearSegmentClassifier, segment_inputs
 from toolkit.infer.tagger import Tagger
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
-from toolkit.spans.segment_decoding import probability_logit, segment_logits, sigmoid, token_segments
+from toolkit.spans.segment_decoding import (
+    combine_logits,
+    probability_logit,
+    segment_logits,
+    sigmoid,
+    token_segments,
+)
 from toolkit.spans.segments import segment_text
 from toolkit.spans.windows import Window
 
@@ -27,12 +33,14 @@ from toolkit.spans.windows import Window
 class SegmentClassifier(SegmentDecisions, Tagger):
     """A trained segment model: per-label probabilities of each segment, merged into spans. A model trained
     with segments.linear_prior adds the linear model's per-label logit to each segment's logit (`prior`,
-    a LinearSegmentClassifier saved in the model folder)."""
+    a LinearSegmentClassifier saved in the model folder), or combines the two with the per-label weights
+    fitted on held-out training documents (`combination`, segments.combination: fitted)."""
 
     def __init__(self, model, tokenizer, meta: ModelMeta, device: str = "cpu", prior=None):
         Tagger.__init__(self, model, tokenizer, meta, device)
         self.init_decisions(meta)
         self.prior = prior
+        self.combination = meta.combination  # None: the encoder's logit plus the prior's
 
     @classmethod
     def load(cls, run: Run | Path, device: str | None = None) -> SegmentClassifier:
@@ -42,6 +50,20 @@ class SegmentClassifier(SegmentDecisions, Tagger):
             classifier.prior = LinearSegmentClassifier.load_files(run.model_dir, run.meta.linear_prior, run.meta)
         return classifier
 
+    def encoder_logits(
+        self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
+    ) -> tuple[list[list[tuple[int, int]]], list[np.ndarray]]:
+        """Each document's segments and the encoder's own [segments x labels] logits (no prior), from the
+        windows' token logits."""
+        segments = [segment_text(t) for t in texts]
+        by_doc: list[tuple[list, list]] = [([], []) for _ in texts]
+        for w, window_logits in zip(windows, logits):
+            by_doc[w.doc][0].append(token_segments(w.offsets, segments[w.doc]))
+            by_doc[w.doc][1].append(window_logits)
+        return segments, [
+            segment_logits(len(segs), len(self.labels), ids, lg) for segs, (ids, lg) in zip(segments, by_doc)
+        ]
+
     def segment_scores(
         self,
         texts: Sequence[str],
@@ -50,27 +72,30 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         prior: SegmentScores | None = None,
     ) -> SegmentScores:
         """Each document's segments and their [segments x labels] probabilities, from the windows' logits
-        (plus the linear prior's logits, and its clause starts, when the model has one). `prior` gives the
-        prior's scores of these texts instead: training documents' out-of-fold ones (thresholds=held_out)."""
-        segments = [segment_text(t) for t in texts]
-        by_doc: list[tuple[list, list]] = [([], []) for _ in texts]
-        for w, window_logits in zip(windows, logits):
-            by_doc[w.doc][0].append(token_segments(w.offsets, segments[w.doc]))
-            by_doc[w.doc][1].append(window_logits)
-        logits_per_doc = [
-            segment_logits(len(segs), len(self.labels), ids, lg) for segs, (ids, lg) in zip(segments, by_doc)
-        ]
+        (combined with the linear prior's logits, and its clause starts, when the model has one). `prior`
+        gives the prior's scores of these texts instead: training documents' out-of-fold ones."""
+        segments, logits_per_doc = self.encoder_logits(texts, windows, logits)
         if self.prior is None:
             return SegmentScores(segments, [sigmoid(x) for x in logits_per_doc])
         if prior is None:
             prior = self.prior.score_segments(segments, [segment_inputs(t, segs) for t, segs in zip(texts, segments)])
-        combined = [sigmoid(a + probability_logit(b)) for a, b in zip(logits_per_doc, prior.probabilities)]
+        combined = [
+            sigmoid(combine_logits(a, probability_logit(b), self.combination))
+            for a, b in zip(logits_per_doc, prior.probabilities)
+        ]
         return SegmentScores(segments, combined, prior.starts)
 
     def decode(
         self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
     ) -> list[list[PredictedSpan]]:
         return self.spans_at(self.segment_scores(texts, windows, logits))
+
+    def score_encoder(
+        self, texts: Sequence[str], batch_size: int = 16
+    ) -> tuple[list[list[tuple[int, int]]], list[np.ndarray]]:
+        """The documents' segments and the encoder's own segment logits (what segments.combination fits)."""
+        windows = self.windows(texts)
+        return self.encoder_logits(texts, windows, self.logits(windows, batch_size))
 
     def score(self, texts: Sequence[str], batch_size: int = 16, prior: SegmentScores | None = None) -> SegmentScores:
         start = time.perf_counter()

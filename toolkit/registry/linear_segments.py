@@ -44,13 +44,18 @@ def linear_baseline_data(data: dict) -> dict:
     if segments.get("thresholds") in ("held_out", "fixed"):
         # The baseline's way to choose on training documents, not dev: all of them, out of fold.
         segments["thresholds"] = "out_of_fold"
-    name = str(kept.get("name", ""))
     return {
         **kept,
-        "name": name if name.endswith("_linear") else f"{name}_linear",
+        "name": linear_name(kept.get("name")),
         "model": {"kind": "linear"},
         "segments": segments,
     }
+
+
+def linear_name(name: object) -> str:
+    """The baseline's run name: the encoder's with a `_linear` suffix (once)."""
+    name = str(name or "")
+    return name if name.endswith("_linear") else f"{name}_linear"
 
 
 def linear_baseline_of(recipe: RecipeBase) -> LinearSegmentsRecipe:

@@ -39,6 +39,16 @@ class SegmentClassificationRecipe(ExtractionRecipe):
         return self
 
     @model_validator(mode="after")
+    def _a_fitted_combination_needs_held_out_documents(self) -> SegmentClassificationRecipe:
+        s = self.segments
+        if s.combination == "fitted" and (not s.linear_prior or s.thresholds != "held_out"):
+            raise ValueError(
+                "segments.combination=fitted fits the encoder's and the linear model's weights on training documents "
+                "held out of training: set segments.linear_prior=true and segments.thresholds=held_out"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _mining_needs_left_out_windows(self) -> SegmentClassificationRecipe:
         if self.segments.hard_negatives and self.windows.negative_ratio is None:
             raise ValueError(

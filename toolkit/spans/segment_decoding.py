@@ -107,6 +107,21 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.nan_to_num(x, nan=-np.inf)))
 
 
+def combine_logits(
+    encoder: np.ndarray, linear: np.ndarray, weights: Sequence[Sequence[float]] | None = None
+) -> np.ndarray:
+    """A segment model's [segments x labels] logits from its encoder's and its linear prior's. Without
+    `weights` their sum (the prior the encoder was trained against); with per-label (w_linear, w_encoder,
+    bias) their fitted combination (segments.combination: fitted). A label whose encoder weight is 0 is the
+    linear model alone, also on segments no window token reached (where the encoder's logit is NaN)."""
+    encoder, linear = np.asarray(encoder, dtype=float), np.asarray(linear, dtype=float)
+    if weights is None:
+        return encoder + linear
+    w = np.asarray(weights, dtype=float).reshape(-1, 3)
+    encoder_term = np.where(w[:, 1] == 0, 0.0, encoder * w[:, 1])
+    return linear * w[:, 0] + encoder_term + w[:, 2]
+
+
 def probability_logit(probabilities: np.ndarray, floor: float = 1e-6) -> np.ndarray:
     """log(p / (1 - p)), with p kept within [floor, 1 - floor] so a certain 0 or 1 stays finite (a label the
     linear model never saw positive predicts a constant 0)."""

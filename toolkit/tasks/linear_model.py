@@ -142,6 +142,11 @@ class LinearPrior:
     def train_logits(self) -> list[np.ndarray]:
         return [probability_logit(p) for p in self.train_scores.probabilities]
 
+    def train_logits_of(self, documents: list[int]) -> list[np.ndarray]:
+        """The out-of-fold logits of these training documents, in that order."""
+        logits = self.train_logits
+        return [logits[i] for i in documents]
+
 
 def fit_linear_prior(
     records: list[SpanRecord],

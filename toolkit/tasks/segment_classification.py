@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
@@ -37,10 +39,12 @@ from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.linear import LINEAR_FILE, STARTS_FILE, LinearSegmentClassifier
 from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
-from toolkit.rundir import ModelMeta, save_model_dir
+from toolkit.rundir import MODEL_DIR, ModelMeta, load_meta, save_model_dir, write_meta
 from toolkit.sections import HardNegativesConfig
 from toolkit.spans.label_space import LabelSpace
+from toolkit.spans.segment_decoding import probability_logit, segment_targets
 from toolkit.spans.segments import segment_text
+from toolkit.tasks.combination import Combination, HeldOutEvidence, fit_combination
 from toolkit.tasks.features import (
     FeatureReport,
     SegmentWindows,
@@ -49,7 +53,7 @@ from toolkit.tasks.features import (
     segment_features,
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
-from toolkit.tasks.linear_model import fit_linear_prior
+from toolkit.tasks.linear_model import LinearPrior, fit_linear_prior
 from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import (
     cross_fitted_summary,
@@ -223,6 +227,53 @@ def held_out_thresholds(
     return choose_from_counts(counts), f"chosen on {len(records)} training documents held out of training"
 
 
+def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
+    """train.epochs, raised on a small set to reach segments.min_steps optimizer steps (at most
+    segments.max_epochs): a budget that follows the data rather than one fixed pass."""
+    s, epochs = recipe.segments, recipe.train.epochs
+    if s.min_steps is None:
+        return epochs
+    return max(epochs, min(s.max_epochs, s.min_steps / steps_per_epoch(windows, recipe)))
+
+
+def out_of_fold_linear_thresholds(
+    recipe: SegmentClassificationRecipe, records: list[SpanRecord], labels: list[str], fitted: LinearPrior
+) -> list[float]:
+    """The linear prior's thresholds chosen on its out-of-fold scores of every training document, as the
+    linear baseline chooses them (thresholds=out_of_fold): what a label falls back to."""
+    records = filter_labels(records, labels)
+    texts, golds = [r.text for r in records], [r.spans for r in records]
+    counts = sweep_counts(fitted.train_scores, texts, golds, labels, recipe.eval.jaccard_threshold)
+    return choose_from_counts(counts)
+
+
+def fit_held_out_combination(
+    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: SegmentPrepared
+) -> Combination:
+    """combination=fitted: the saved encoder's own logits and the linear prior's out-of-fold logits of the
+    held-out training documents, and per label the combination of the two fitted on them (or the linear
+    model alone where the encoder does not help there)."""
+    records = p.threshold_records
+    texts = [r.text for r in records]
+    segments, encoder = classifier.score_encoder(texts, recipe.train.eval_batch_size)
+    priors = p.threshold_priors
+    evidence = HeldOutEvidence(
+        texts,
+        [r.spans for r in records],
+        segments,
+        [
+            np.asarray(segment_targets(segs, r.spans, p.labels, recipe.segments.min_overlap), dtype=int).reshape(
+                len(segs), len(p.labels)
+            )
+            for segs, r in zip(segments, records)
+        ],
+        encoder,
+        [probability_logit(x) for x in priors.probabilities],
+        priors.starts,
+    )
+    return fit_combination(evidence, p.labels, p.linear_thresholds, recipe.eval.jaccard_threshold, seed=recipe.seed)
+
+
 def _dataset(features: SegmentWindows):
     from datasets import Dataset
 
@@ -250,6 +301,10 @@ class SegmentPrepared(Prepared):
     # thresholds=held_out: the training documents kept out of training, and the prior's out-of-fold scores of them
     threshold_records: list[SpanRecord] = dataclasses.field(default_factory=list)
     threshold_priors: SegmentScores | None = None
+    # combination=fitted: the held-out documents' windows (training's evaluation set), and the linear prior's
+    # out-of-fold thresholds over every training document (the fallback's)
+    evidence: SegmentWindows | None = None
+    linear_thresholds: list[float] | None = None
 
 
 class SegmentClassification(Flow):
@@ -257,8 +312,16 @@ class SegmentClassification(Flow):
     # the Trainer's tuned_jaccard_f1.
     curve_selection_key = "jaccard_f1"
 
-    def prepare(self, recipe: SegmentClassificationRecipe) -> SegmentPrepared:
-        """Data, labels, model and segment features: everything before training."""
+    def plan(self, recipe: SegmentClassificationRecipe) -> dict:
+        """--dry-run: validates and plans in seconds; the linear prior is not fitted (the run fits it)."""
+        from transformers import set_seed
+
+        set_seed(recipe.seed)
+        return self.prepare(recipe, fit_prior=False).plan
+
+    def prepare(self, recipe: SegmentClassificationRecipe, fit_prior: bool = True) -> SegmentPrepared:
+        """Data, labels, model and segment features: everything before training. `fit_prior=False` (the dry
+        run) plans the linear prior without fitting it."""
         train_records, dev_records = load_splits(recipe)
         labels = labels_to_learn(recipe, train_records)
         dev_records = filter_labels(dev_records, labels)
@@ -280,8 +343,10 @@ class SegmentClassification(Flow):
             recipe.seed,
         )
         dev, dev_report, _ = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
-        prior, prior_plan, threshold_priors = None, {}, None
-        if s.linear_prior:
+        prior, prior_plan, threshold_priors, evidence, linear_thresholds = None, {}, None, None, None
+        if s.linear_prior and not fit_prior:
+            prior_plan = {"linear_prior": {"folds": min(s.folds, n), "fitted": "when the run starts, not by --dry-run"}}
+        elif s.linear_prior:
             # Fitted on every training document, held-out ones included: each document's training logits, and
             # a held-out document's scores for choosing thresholds, come from folds that did not see it.
             fitted = fit_linear_prior(
@@ -302,11 +367,19 @@ class SegmentClassification(Flow):
             threshold_priors = fitted.train_scores.subset(held)
             dev = dev.with_priors(prior.logits(dev_texts, [segment_text(t) for t in dev_texts]))
             prior_plan = {"linear_prior": {"folds": fitted.folds, "seconds": round(fitted.seconds, 1)}}
+            if s.combination == "fitted":
+                evidence, _, _ = segment_features(
+                    tokenizer, threshold_records, labels, m.max_length, m.stride, s.min_overlap
+                )
+                evidence = evidence.with_priors(fitted.train_logits_of(held))
+                linear_thresholds = out_of_fold_linear_thresholds(recipe, all_train_records, labels, fitted)
         plan = {
             "labels": labels,
             "train": train_report.to_dict(),
             "dev": dev_report.to_dict(),
             "steps_per_epoch": steps_per_epoch(len(train.windows), recipe),
+            "epochs": planned_epochs(recipe, len(train.windows)),
+            **({"evaluated_during_training_on": "held-out training documents"} if s.combination == "fitted" else {}),
             **({"threshold_documents": len(held)} if held else {}),
             **parameter_counts(model),
             **prior_plan,
@@ -327,6 +400,8 @@ class SegmentClassification(Flow):
             prior,
             threshold_records,
             threshold_priors,
+            evidence,
+            linear_thresholds,
         )
 
     def train(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared) -> Trained:
@@ -366,19 +441,26 @@ class SegmentClassification(Flow):
         its own checkpoints (run_dir/checkpoints_<stage>), from the model as the first stage left it."""
         from transformers import EarlyStoppingCallback
 
-        texts, golds = [r.text for r in p.dev_records], [r.spans for r in p.dev_records]
+        # combination=fitted: evaluations (and the best checkpoint, and early stopping) read the held-out
+        # training documents with their out-of-fold priors, so dev only reports.
+        records, evaluated, evaluated_priors = (
+            (p.threshold_records, p.evidence, p.threshold_priors)
+            if p.evidence is not None
+            else (p.dev_records, p.dev, None)
+        )
+        texts, golds = [r.text for r in records], [r.spans for r in records]
         # Decoding only: the Trainer runs the model.
         scorer = SegmentClassifier(None, p.tokenizer, self._meta(recipe, p), prior=p.prior)
         jaccard = recipe.eval.jaccard_threshold
 
         def compute_metrics(pred) -> dict:
-            """Dev at 0.5, and what thresholds do not decide: macro AUPR over the threshold sweep and Jaccard
-            at thresholds cross-fitted over two halves of dev (as the final scoring), so a learning curve
-            shows how soon the model ranks clauses, whatever its calibration."""
+            """The evaluation documents at 0.5, and what thresholds do not decide: macro AUPR over the threshold
+            sweep and Jaccard at thresholds cross-fitted over two halves of them (as the final scoring), so a
+            learning curve shows how soon the model ranks clauses, whatever its calibration."""
             logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
-            windows = p.dev.windows
+            windows = evaluated.windows
             scores = scorer.segment_scores(
-                texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)]
+                texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)], evaluated_priors
             )
             summary = score(texts, golds, scorer.spans_at(scores), jaccard_threshold=jaccard, bootstrap=0)["summary"]
             return {
@@ -400,11 +482,13 @@ class SegmentClassification(Flow):
         )
         if stage:
             args.num_train_epochs, args.max_steps = s.hard_negatives.epochs, -1
+        else:
+            args.num_train_epochs = planned_epochs(recipe, len(p.train.windows))
         return _trainer_class()(
             model=p.model,
             args=args,
             train_dataset=_dataset(train or p.train),
-            eval_dataset=_dataset(p.dev),
+            eval_dataset=_dataset(evaluated),
             data_collator=_collator(p.tokenizer),
             compute_metrics=compute_metrics,
             callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
@@ -421,6 +505,7 @@ class SegmentClassification(Flow):
             stride=recipe.model.stride,
             min_overlap=recipe.segments.min_overlap,
             linear_prior=LINEAR_FILE if p.prior is not None else None,
+            combination=None,  # combination=fitted: written by `evaluate`, fitted on the held-out documents
             clause_starts=STARTS_FILE if p.prior is not None and p.prior.starts is not None else None,
         )
 
@@ -453,10 +538,21 @@ class SegmentClassification(Flow):
     ) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
         classifier.autocast = preferred_autocast(recipe.eval.precision, classifier.device)
-        chosen = held_out_thresholds(recipe, classifier, p) if p.threshold_records else None
+        chosen, combined = None, {}
+        if p.evidence is not None:
+            combination = fit_held_out_combination(recipe, classifier, p)
+            model_dir = run_dir / MODEL_DIR
+            write_meta(model_dir, load_meta(model_dir).model_copy(update={"combination": combination.weights}))
+            classifier.combination = combination.weights
+            how = f"fitted with the combination on {len(p.threshold_records)} training documents held out of training"
+            chosen = (combination.thresholds, how)
+            combined = {"combination": combination.report, "combination_note": combination.note()}
+        elif p.threshold_records:
+            chosen = held_out_thresholds(recipe, classifier, p)
         metrics, info = score_segment_model(
             recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size, chosen
         )
+        info.update(combined)
         if chosen is not None:
             info.update(tuning_note(recipe, p.threshold_records, p.labels))
         if p.prior is not None:

@@ -1,0 +1,197 @@
+"""segments.combination: fitted: the encoder's and the linear model's logits combined per label on training
+documents the encoder did not train on, falling back to the linear model where the encoder adds nothing."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import REPO, invoke
+
+from toolkit.data.schema import Span
+from toolkit.spans.segment_decoding import combine_logits, segment_targets
+from toolkit.spans.segments import segment_text
+from toolkit.tasks.combination import LINEAR_ONLY, HeldOutEvidence, fit_combination
+
+
+def _documents(n: int, seed: int) -> tuple[list[str], list[list[Span]]]:
+    """`n` documents of 12 sentences; sentences 3-4 of each are one clause of A, sentence 9 one of B."""
+    rng = np.random.default_rng(seed)
+    texts, golds = [], []
+    for d in range(n):
+        sentences = [f"Sentence {k} of document {d} says {rng.integers(1000)} things." for k in range(12)]
+        text = " ".join(sentences)
+        starts = np.cumsum([0] + [len(s) + 1 for s in sentences])
+        golds.append(
+            [
+                Span(start=int(starts[3]), end=int(starts[5] - 1), label="A"),
+                Span(start=int(starts[9]), end=int(starts[10] - 1), label="B"),
+            ]
+        )
+        texts.append(text)
+    return texts, golds
+
+
+def _evidence(informative_encoder: bool, seed: int = 0) -> HeldOutEvidence:
+    texts, golds = _documents(16, seed)
+    rng = np.random.default_rng(seed + 1)
+    segments = [segment_text(t) for t in texts]
+    targets = [np.asarray(segment_targets(s, g, ["A", "B"], 0.5), dtype=int) for s, g in zip(segments, golds)]
+    # The linear model ranks clauses roughly; the encoder is either noise or nearly certain.
+    linear = [y * 1.5 - 1.0 + rng.normal(0, 1.2, y.shape) for y in targets]
+    encoder = [
+        (y * 8.0 - 4.0 + rng.normal(0, 0.5, y.shape)) if informative_encoder else rng.normal(0, 1.0, y.shape)
+        for y in targets
+    ]
+    return HeldOutEvidence(texts, golds, segments, targets, encoder, linear)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_encoder_that_is_noise_leaves_every_label_to_the_linear_model_at_its_out_of_fold_threshold(seed):
+    combination = fit_combination(_evidence(informative_encoder=False, seed=seed), ["A", "B"], [0.35, 0.6], 0.5)
+    assert combination.weights == [list(LINEAR_ONLY)] * 2
+    assert combination.thresholds == [0.35, 0.6]  # the linear baseline's, chosen out of fold elsewhere
+    assert combination.linear_only == ["A", "B"]
+    assert "did not help" in combination.note() and "linear baseline" in combination.note()
+    for row in combination.report.values():
+        assert row["uses"] == "linear" and row["held_out_clauses"] == 16 and row["why"]
+    # A held-out F1 gain alone would have kept the noise on some seeds (grid luck); the likelihood ratio does not.
+    assert all(r["encoder_likelihood_ratio"] < 10.83 for r in combination.report.values())
+
+
+def test_an_encoder_that_knows_the_clauses_is_combined_with_a_positive_weight_and_its_own_threshold():
+    evidence = _evidence(informative_encoder=True)
+    combination = fit_combination(evidence, ["A", "B"], [0.35, 0.6], 0.5)
+    assert combination.linear_only == [] and "every label" in combination.note()
+    for j, label in enumerate(["A", "B"]):
+        row = combination.report[label]
+        assert row["uses"] == "encoder+linear" and row["combined_f1"] > row["linear_f1"]
+        assert row["combined_f1"] >= 0.9 and row["combined_aupr"] > row["linear_aupr"]
+        assert row["encoder_likelihood_ratio"] > 50
+        w_linear, w_encoder, _ = combination.weights[j]
+        assert w_encoder > 0 and w_encoder > abs(w_linear)
+        assert combination.thresholds[j] == row["threshold"] and 0 < row["threshold"] < 1
+
+
+def test_a_label_with_too_few_held_out_clauses_is_the_linear_model_alone():
+    evidence = _evidence(informative_encoder=True)
+    combination = fit_combination(evidence, ["A", "B"], [0.35, 0.6], 0.5, min_clauses=17)
+    assert combination.linear_only == ["A", "B"]
+    assert "fewer than 17" in combination.report["A"]["why"]
+
+
+def test_combined_logits_are_the_sum_or_the_fitted_weights_and_a_zero_weight_ignores_missing_encoder_logits():
+    encoder = np.array([[1.0, np.nan], [2.0, 3.0]])
+    linear = np.array([[0.5, -1.0], [0.0, 1.0]])
+    np.testing.assert_array_equal(combine_logits(encoder, linear)[1], [2.0, 4.0])
+    out = combine_logits(encoder, linear, [[2.0, 1.0, 0.5], list(LINEAR_ONLY)])
+    np.testing.assert_allclose(out, [[2.5, -1.0], [2.5, 1.0]])  # label 2 is linear alone, NaN or not
+
+
+def test_a_fitted_combination_needs_the_linear_prior_and_held_out_documents():
+    from toolkit.config import load_recipe
+    from toolkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="segments.thresholds=held_out"):
+        load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.combination=fitted"])
+    load_recipe(
+        REPO / "recipes" / "demo_segments_mlm.yaml",
+        ["segments.combination=fitted", "segments.linear_prior=true", "segments.thresholds=held_out"],
+    )
+
+
+def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_export_apply_it(tiny_bert, tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.deploy.export import export_run
+    from toolkit.infer import load_predictor
+    from toolkit.rundir import open_run
+    from toolkit.spans.segment_decoding import probability_logit, sigmoid
+    from toolkit.tasks import run_recipe
+
+    overrides = [
+        f"model.name={tiny_bert}",
+        f"output_dir={tmp_path}",
+        "data.max_train_docs=16",
+        "data.max_dev_docs=4",
+        "train.epochs=1",
+        "train.learning_rate=1e-3",
+        "eval.bootstrap=0",
+        "segments.linear_prior=true",
+        "segments.clause_starts=true",
+        "segments.folds=3",
+        "segments.thresholds=held_out",
+        "segments.held_out_share=0.5",
+        "segments.combination=fitted",
+        "segments.min_steps=8",
+        "segments.max_epochs=3",
+    ]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    result = run_recipe(recipe, tmp_path / "fitted")
+    plan = json.loads((result.run_dir / "data_report.json").read_text())
+    assert plan["evaluated_during_training_on"] == "held-out training documents"
+    # 8 training documents make fewer than 8 steps an epoch: min_steps raises the epochs, at most to 3.
+    assert plan["epochs"] == min(3, 8 / plan["steps_per_epoch"]) and plan["epochs"] > 1
+    assert result.run["epochs_completed"] == pytest.approx(plan["epochs"], abs=0.5)
+    run = open_run(result.run_dir)
+    assert len(run.meta.combination) == len(run.labels) and all(len(w) == 3 for w in run.meta.combination)
+    report = result.run["combination"]
+    assert set(report) == set(run.labels) and result.run["combination_note"]
+    assert result.run["dev_thresholds"].startswith("fitted with the combination on 8 training documents")
+    for j, label in enumerate(run.labels):
+        assert report[label]["uses"] in ("linear", "encoder+linear")
+        assert run.meta.thresholds[j] == report[label]["threshold"]
+        if report[label]["uses"] == "linear":
+            assert run.meta.combination[j] == list(LINEAR_ONLY)
+
+    # A label left to the linear model decides as the linear baseline does: its threshold out of fold.
+    from toolkit.registry.linear_segments import linear_baseline_of
+
+    baseline = run_recipe(linear_baseline_of(recipe.model_copy(update={"name": "fitted"})), tmp_path / "linear")
+    baseline_thresholds = list(baseline.metrics["thresholds"].values())
+    for j, label in enumerate(run.labels):
+        if report[label]["uses"] == "linear":
+            assert run.meta.thresholds[j] == baseline_thresholds[j], label
+
+    # Eval, export and the service apply the saved weights: the scores are sigmoid of the fitted combination.
+    predictor = load_predictor(result.run_dir)
+    texts = [
+        r["text"]
+        for r in map(json.loads, (REPO / "toolkit/data/sample/contracts_dev.jsonl").read_text().splitlines()[:3])
+    ]
+    scores = predictor.score(texts)
+    _, encoder = predictor.score_encoder(texts)
+    linear = predictor.prior.logits(texts, scores.segments)
+    for p, e, li in zip(scores.probabilities, encoder, linear):
+        np.testing.assert_allclose(p, sigmoid(combine_logits(e, li, run.meta.combination)), atol=1e-6)
+        assert not np.allclose(p, sigmoid(e + probability_logit(sigmoid(li))))  # not the plain sum
+    export_run(result.run_dir, tmp_path / "art", precision="fp32", parity_docs=2)
+    exported = load_predictor(tmp_path / "art")
+    assert exported.combination == run.meta.combination
+
+    def extents(spans):
+        return [[(s.start, s.end, s.label) for s in doc] for doc in spans]
+
+    assert extents(exported.predict(texts)) == extents(predictor.predict(texts))
+
+
+def test_the_linear_baseline_takes_its_suffix_from_a_name_override_as_from_the_file(tmp_path):
+    from toolkit.config import load_recipe
+
+    path = REPO / "recipes" / "demo_segments_mlm.yaml"
+    assert load_recipe(path, ["name=mine"], linear_baseline=True).name == "mine_linear"
+    assert load_recipe(path, ["name=mine_linear"], linear_baseline=True).name == "mine_linear"
+    assert load_recipe(path, linear_baseline=True).name == "demo_segments_mlm_linear"
+    dry = invoke(["run", "demo_segments_mlm", "--dry-run", "--linear-baseline", "name=x", f"output_dir={tmp_path}"])
+    assert dry.exit_code == 0, dry.output
+
+
+def test_a_dry_run_of_a_recipe_with_a_linear_prior_plans_the_prior_without_fitting_it(monkeypatch):
+    import toolkit.tasks.segment_classification as flow
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("--dry-run fitted the linear prior")
+
+    monkeypatch.setattr(flow, "fit_linear_prior", refuse)
+    dry = invoke(["run", "demo_segments_mlm", "--dry-run", "segments.linear_prior=true", "segments.folds=3"])
+    assert dry.exit_code == 0, dry.output
+    plan = json.loads(dry.stdout)
+    assert plan["linear_prior"] == {"folds": 3, "fitted": "when the run starts, not by --dry-run"}
