@@ -1,0 +1,111 @@
+"""Issue 45's protocol: four clause sets built from CUAD types that no earlier decision used, written down
+before any run on them. Defaults are chosen on the two `select_*` sets only, frozen in a commit, and then the
+two `confirm_*` sets are run once and reported whatever they show (bench/unseen_sets.sh).
+
+Types already used by a decision (not used here): CUAD's four (Governing Law, Anti-Assignment, Cap On
+Liability, Termination For Convenience), issue 28's set 1 (Audit Rights, Insurance, Non-Compete,
+Exclusivity) and set 2 (Minimum Commitment, Revenue/Profit Sharing, Post-Termination Services, Change Of
+Control). Phrase-level types (Parties, dates, Document Name) are not segment tasks.
+
+Each set's training documents are CUAD training contracts holding at least one clause of its types, drawn
+by seed 45 (a user labels contracts that have the clauses), in file order (the largest set takes every
+training contract); its dev documents are all 51 CUAD
+dev contracts, spans of its types only. Test contracts stay held back.
+
+    python bench/unseen_clause_sets.py OUT   # writes OUT/<set>/{train,dev}.jsonl and OUT/<set>/recipe.yaml
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+SEED = 45
+CUAD = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "cuad"
+
+SETS: dict[str, dict] = {
+    # chosen on: sentence-level clauses, about 35 training contracts
+    "select_terms_35": {
+        "labels": ["Renewal Term", "Expiration Date", "Notice Period To Terminate Renewal"],
+        "train_documents": 35,
+        "role": "select",
+    },
+    # chosen on: long clauses, about 80 training contracts
+    "select_license_80": {
+        "labels": [
+            "License Grant",
+            "Non-Transferable License",
+            "Irrevocable Or Perpetual License",
+            "Affiliate License-Licensee",
+        ],
+        "train_documents": 80,
+        "role": "select",
+    },
+    # confirmation: long clauses, about 35 training contracts
+    "confirm_ip_35": {
+        "labels": ["Ip Ownership Assignment", "Joint Ip Ownership", "Covenant Not To Sue", "Rofr/Rofo/Rofn"],
+        "train_documents": 35,
+        "role": "confirm",
+    },
+    # confirmation: sentence-level clauses, all 408 training contracts (214 hold one of its types)
+    "confirm_liability_408": {
+        "labels": [
+            "Uncapped Liability",
+            "Warranty Duration",
+            "Liquidated Damages",
+            "Volume Restriction",
+            "No-Solicit Of Employees",
+        ],
+        "train_documents": 408,
+        "role": "confirm",
+    },
+}
+
+
+def _read(path: Path) -> list[dict]:
+    # split on newlines only: str.splitlines also splits inside texts at U+2028 and other line separators
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
+
+def _only(record: dict, labels: set[str]) -> dict:
+    return {**record, "spans": [s for s in record["spans"] if s["label"] in labels]}
+
+
+def build(out: Path, recipe_text: str) -> None:
+    train, dev = _read(CUAD / "train.jsonl"), _read(CUAD / "dev.jsonl")
+    for name, spec in SETS.items():
+        labels = set(spec["labels"])
+        holding = [i for i, r in enumerate(train) if any(s["label"] in labels for s in r["spans"])]
+        if spec["train_documents"] >= len(train):
+            chosen = list(range(len(train)))  # every contract, those without its clauses included
+        else:
+            chosen = sorted(random.Random(SEED).sample(holding, min(spec["train_documents"], len(holding))))
+        folder = out / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for split, records in (("train", [train[i] for i in chosen]), ("dev", dev)):
+            with (folder / f"{split}.jsonl").open("w", encoding="utf-8") as f:
+                for r in records:
+                    f.write(json.dumps(_only(r, labels), ensure_ascii=False) + "\n")
+        text = recipe_text
+        for old, new in (
+            ("name: cuad_clauses_segments_mlm", f"name: {name}"),
+            ("  train: ../shared/data/cuad/train.jsonl", f"  train: {folder / 'train.jsonl'}"),
+            ("  dev: ../shared/data/cuad/dev.jsonl", f"  dev: {folder / 'dev.jsonl'}"),
+        ):
+            if old not in text:
+                raise SystemExit(f"recipes/cuad_clauses_segments_mlm.yaml: `{old}` not found")
+            text = text.replace(old, new)
+        lines = [ln for ln in text.splitlines() if not ln.startswith("  labels:")]  # the set's own labels
+        (folder / "recipe.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print(f"{name}: {len(chosen)} training contracts ({len(holding)} hold its types), {len(dev)} dev, {spec}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    build(
+        Path(sys.argv[1]).resolve(),
+        (Path(__file__).resolve().parents[1] / "recipes" / "cuad_clauses_segments_mlm.yaml").read_text(),
+    )

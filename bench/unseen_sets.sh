@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 45's protocol (sets defined in bench/unseen_clause_sets.py, written down before any run on them).
+#   ROLE=select:  on the two select_* sets, the linear baseline and the variants of the recipe being chosen
+#                 among (VARIANTS below); the defaults are chosen from these and frozen in a commit.
+#   ROLE=confirm: on the two confirm_* sets, once, after the freeze: the linear baseline and the recipe at its
+#                 committed defaults, and a paired comparison on dev. Reported whatever it shows.
+# Needs ../shared/data/cuad. Run alone: select about 50 minutes, confirm about 35, on 2 CPU cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+T=${T:-.venv/bin/toolkit}
+ROLE=${ROLE:-select}
+OUT=${OUT:-bench/results/unseen_sets}
+mkdir -p "$OUT"
+lscpu | grep -E "Model name|Flags" > "$OUT/cpu.txt"
+.venv/bin/python bench/unseen_clause_sets.py "$OUT/data" > "$OUT/sets.txt"
+FITTED="segments.combination=fitted segments.thresholds=held_out segments.held_out_share=0.25"
+BUDGET="segments.min_steps=300 segments.max_epochs=8 train.early_stopping_patience=2"
+declare -A VARIANTS=(
+  [fitted]="$FITTED"
+  [fitted_budget]="$FITTED $BUDGET"
+  [fitted_budget_balanced]="$FITTED $BUDGET segments.loss_weights=balanced"
+)
+for SET in $(ls "$OUT/data" | grep "^${ROLE}_"); do
+  R=$OUT/data/$SET/recipe.yaml
+  W=$OUT/$SET
+  /usr/bin/time -f "%e s" -o "$W.linear.time" $T run "$R" --linear-baseline output_dir="$W" --overwrite name=linear \
+    > "$W.linear.log" 2>&1
+  if [ "$ROLE" = select ]; then
+    for V in fitted fitted_budget fitted_budget_balanced; do
+      # shellcheck disable=SC2086
+      /usr/bin/time -f "%e s" -o "$W.$V.time" $T run "$R" output_dir="$W" --overwrite name=$V ${VARIANTS[$V]} \
+        > "$W.$V.log" 2>&1
+    done
+  else
+    /usr/bin/time -f "%e s" -o "$W.recipe.time" $T run "$R" output_dir="$W" --overwrite name=recipe > "$W.recipe.log" 2>&1
+    $T compare "$W/linear_linear" "$W/recipe" --data "$OUT/data/$SET/dev.jsonl" --reuse-predictions \
+      --out "$W/compare" > "$W.compare.log" 2>&1
+  fi
+done
+.venv/bin/python bench/unseen_sets_table.py "$OUT" "$ROLE"
