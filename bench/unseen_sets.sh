@@ -15,7 +15,10 @@ lscpu | grep -E "Model name|Flags" > "$OUT/cpu.txt"
 .venv/bin/python bench/unseen_clause_sets.py "$OUT/data" > "$OUT/sets.txt"
 FITTED="segments.combination=fitted segments.thresholds=held_out segments.held_out_share=0.25"
 BUDGET="segments.min_steps=300 segments.max_epochs=8 train.early_stopping_patience=2"
+# before: the recipe's defaults before issue 45 (the logits summed, probability 0.5, one epoch).
+BEFORE="segments.combination=sum segments.thresholds=fixed segments.min_steps=null train.early_stopping_patience=null"
 declare -A VARIANTS=(
+  [before]="$BEFORE"
   [fitted]="$FITTED"
   [fitted_budget]="$FITTED $BUDGET"
   [fitted_budget_balanced]="$FITTED $BUDGET segments.loss_weights=balanced"
@@ -26,7 +29,7 @@ for SET in $(ls "$OUT/data" | grep "^${ROLE}_"); do
   /usr/bin/time -f "%e s" -o "$W.linear.time" $T run "$R" --linear-baseline output_dir="$W" --overwrite name=linear \
     > "$W.linear.log" 2>&1
   if [ "$ROLE" = select ]; then
-    for V in fitted fitted_budget fitted_budget_balanced; do
+    for V in ${SELECT_VARIANTS:-fitted fitted_budget fitted_budget_balanced before}; do
       # shellcheck disable=SC2086
       /usr/bin/time -f "%e s" -o "$W.$V.time" $T run "$R" output_dir="$W" --overwrite name=$V ${VARIANTS[$V]} \
         > "$W.$V.log" 2>&1
