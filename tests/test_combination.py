@@ -166,6 +166,8 @@ def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_expo
     export_run(result.run_dir, tmp_path / "art", precision="fp32", parity_docs=2)
     exported = load_predictor(tmp_path / "art")
     assert exported.combination == run.meta.combination
+    card = (tmp_path / "art" / "README.md").read_text()
+    assert "combined per label with weights fitted on training documents held out of training" in card
 
     def extents(spans):
         return [[(s.start, s.end, s.label) for s in doc] for doc in spans]

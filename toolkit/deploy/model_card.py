@@ -71,13 +71,23 @@ def render_model_card(
     ]
     if meta.thresholds:
         lines.append(
-            "- Decision thresholds per label (chosen on dev): "
+            "- Decision thresholds per label (how they were chosen: `run.dev_thresholds` in the run's metrics.json): "
             + ", ".join(f"{lb} {t}" for lb, t in zip(labels, meta.thresholds))
         )
     if meta.linear_prior:
         lines.append(
             f"- Each segment's logit adds a TF-IDF + logistic regression model's logit (`{meta.linear_prior}`, "
             "scikit-learn, stored with joblib: a pickle, so load only artifacts you trust)"
+        )
+    if meta.combination:
+        alone = [lb for lb, w in zip(labels, meta.combination) if w[1] == 0]
+        lines.append(
+            "- The two logits are combined per label with weights fitted on training documents held out of training; "
+            + (
+                f"these labels use the linear model alone (the encoder did not help there): {', '.join(alone)}"
+                if alone
+                else "every label uses both"
+            )
         )
     lines += ["", "## Training data", ""]
     if data_report:

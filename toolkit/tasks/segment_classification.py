@@ -312,6 +312,10 @@ class SegmentClassification(Flow):
     # the Trainer's tuned_jaccard_f1.
     curve_selection_key = "jaccard_f1"
 
+    def curve_selects(self, recipe: SegmentClassificationRecipe, prepared: SegmentPrepared) -> bool:
+        # combination=fitted: the held-out training documents choose the checkpoint; a dev curve only reports.
+        return prepared.evidence is None and super().curve_selects(recipe, prepared)
+
     def plan(self, recipe: SegmentClassificationRecipe) -> dict:
         """--dry-run: validates and plans in seconds; the linear prior is not fitted (the run fits it)."""
         from transformers import set_seed
