@@ -434,9 +434,9 @@ class SegmentsConfig(SegmentDecisionConfig):
             "added (the prior the encoder trains against). fitted: per label, a logistic regression over the two "
             "logits and a threshold, fitted on the training documents held out of training "
             "(segments.thresholds=held_out); a label where the encoder does not raise the held-out Jaccard F1 "
-            "(cross-fitted over two halves of them) falls back to the linear model alone, at its out-of-fold "
-            "threshold. Training's evaluations and best checkpoint then read those documents too, so dev only "
-            "reports."
+            "(cross-fitted over two halves of them), or its logit fails a likelihood-ratio test against the linear "
+            "one, falls back to the linear model alone at its out-of-fold threshold. Training's evaluations and "
+            "best checkpoint then read those documents too, so dev only reports."
         ),
     )
     min_steps: int | None = Field(

@@ -155,16 +155,19 @@ class _Label:
             _stack(self.linear, documents), _stack(self.encoder, documents), _stack(self.targets, documents), seed
         )
 
-    def cross_fitted_f1(self, combined: bool, seed: int) -> float:
-        """Jaccard F1 over all documents, each half scored at the threshold (and, `combined`, the weights)
-        fitted on the other half; the linear model alone otherwise. Halves by even and odd position."""
+    def cross_fitted_f1(self, seed: int, fixed_counts: np.ndarray | None = None) -> float:
+        """Jaccard F1 over all documents, each half scored at the weights and threshold fitted on the other
+        half; or, given the counts of fixed weights (the linear model alone, swept once), at the threshold
+        only. Halves by even and odd position."""
         n = len(self.evidence.texts)
         halves = [list(range(0, n, 2)), list(range(1, n, 2))]
         total = np.zeros(3)
         for scored, fitting in ((halves[0], halves[1]), (halves[1], halves[0])):
             if not scored:
                 continue
-            counts = self.counts(self.probabilities(self.fit(fitting, seed) if combined else LINEAR_ONLY))
+            counts = (
+                fixed_counts if fixed_counts is not None else self.counts(self.probabilities(self.fit(fitting, seed)))
+            )
             threshold = choose_from_counts(counts[None, :, fitting])[0]
             total += counts[THRESHOLD_GRID.index(threshold), scored].sum(axis=0)
         return _f1(total)
@@ -207,9 +210,9 @@ def fit_combination(
         if clauses < min_clauses:
             row["why"] = f"{clauses} held-out clauses, fewer than {min_clauses}: too few to tell"
         else:
-            linear_f1, combined_f1 = part.cross_fitted_f1(False, seed), part.cross_fitted_f1(True, seed)
             full = part.counts(part.probabilities(fitted))
             alone = part.counts(part.probabilities(LINEAR_ONLY))
+            linear_f1, combined_f1 = part.cross_fitted_f1(seed, alone), part.cross_fitted_f1(seed)
             row.update(
                 linear_f1=round(linear_f1, 4),
                 combined_f1=round(combined_f1, 4),

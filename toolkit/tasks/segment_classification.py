@@ -33,7 +33,6 @@ from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.metrics import score
-from toolkit.evaluate.thresholds import choose_from_counts
 from toolkit.infer.backend import preferred_autocast
 from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.linear import LINEAR_FILE, STARTS_FILE, LinearSegmentClassifier
@@ -53,13 +52,13 @@ from toolkit.tasks.features import (
     segment_features,
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
-from toolkit.tasks.linear_model import LinearPrior, fit_linear_prior
+from toolkit.tasks.linear_model import fit_linear_prior
 from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import (
+    best_thresholds,
     cross_fitted_summary,
     score_segment_model,
     sweep_and_cross_fit,
-    sweep_counts,
     tuning_note,
 )
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
@@ -223,8 +222,8 @@ def held_out_thresholds(
     records = p.threshold_records
     texts = [r.text for r in records]
     scores = classifier.score(texts, recipe.train.eval_batch_size, p.threshold_priors)
-    counts = sweep_counts(scores, texts, [r.spans for r in records], p.labels, recipe.eval.jaccard_threshold)
-    return choose_from_counts(counts), f"chosen on {len(records)} training documents held out of training"
+    thresholds = best_thresholds(scores, records, p.labels, recipe.eval.jaccard_threshold)
+    return thresholds, f"chosen on {len(records)} training documents held out of training"
 
 
 def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
@@ -234,17 +233,6 @@ def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
     if s.min_steps is None:
         return epochs
     return max(epochs, min(s.max_epochs, s.min_steps / steps_per_epoch(windows, recipe)))
-
-
-def out_of_fold_linear_thresholds(
-    recipe: SegmentClassificationRecipe, records: list[SpanRecord], labels: list[str], fitted: LinearPrior
-) -> list[float]:
-    """The linear prior's thresholds chosen on its out-of-fold scores of every training document, as the
-    linear baseline chooses them (thresholds=out_of_fold): what a label falls back to."""
-    records = filter_labels(records, labels)
-    texts, golds = [r.text for r in records], [r.spans for r in records]
-    counts = sweep_counts(fitted.train_scores, texts, golds, labels, recipe.eval.jaccard_threshold)
-    return choose_from_counts(counts)
 
 
 def fit_held_out_combination(
@@ -353,8 +341,9 @@ class SegmentClassification(Flow):
         elif s.linear_prior:
             # Fitted on every training document, held-out ones included: each document's training logits, and
             # a held-out document's scores for choosing thresholds, come from folds that did not see it.
+            prior_records = filter_labels(all_train_records, labels)
             fitted = fit_linear_prior(
-                filter_labels(all_train_records, labels),
+                prior_records,
                 labels,
                 s.min_overlap,
                 s.folds,
@@ -376,7 +365,10 @@ class SegmentClassification(Flow):
                     tokenizer, threshold_records, labels, m.max_length, m.stride, s.min_overlap
                 )
                 evidence = evidence.with_priors(fitted.train_logits_of(held))
-                linear_thresholds = out_of_fold_linear_thresholds(recipe, all_train_records, labels, fitted)
+                # What a label falls back to: the linear baseline's thresholds (thresholds=out_of_fold).
+                linear_thresholds = best_thresholds(
+                    fitted.train_scores, prior_records, labels, recipe.eval.jaccard_threshold
+                )
         plan = {
             "labels": labels,
             "train": train_report.to_dict(),

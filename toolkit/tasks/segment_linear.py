@@ -15,7 +15,6 @@ from pathlib import Path
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
-from toolkit.evaluate.thresholds import choose_from_counts
 from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier
 from toolkit.registry.linear_segments import LinearSegmentsRecipe
 from toolkit.rundir import MODEL_DIR, ModelMeta, start_run_dir, write_meta
@@ -24,7 +23,7 @@ from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, RunResult
 from toolkit.tasks.linear_model import SegmentedDocument, fit_classifier, out_of_fold_scores, segment_documents, stacked
-from toolkit.tasks.segment_scoring import score_segment_model, sweep_counts, tuning_note
+from toolkit.tasks.segment_scoring import best_thresholds, score_segment_model, tuning_note
 
 LINEAR = "linear"
 
@@ -49,10 +48,8 @@ def out_of_fold_thresholds(
     meta = ModelMeta(task=recipe.task, classifier=recipe.model.kind, labels=labels, multi_label=True)
     s = recipe.segments
     scores, k = out_of_fold_scores(documents, meta, s.folds, recipe.seed, s.clause_starts)
-    texts, golds = [r.text for r in records], [r.spans for r in records]
-    counts = sweep_counts(scores, texts, golds, labels, recipe.eval.jaccard_threshold)
     how = f"chosen on out-of-fold scores of the {len(records)} training documents ({k} folds)"
-    return choose_from_counts(counts), how
+    return best_thresholds(scores, records, labels, recipe.eval.jaccard_threshold), how
 
 
 def plan_linear(recipe: LinearSegmentsRecipe) -> dict:

@@ -37,6 +37,15 @@ def sweep_counts(
     )
 
 
+def best_thresholds(
+    scores: SegmentScores, records: list[SpanRecord], labels: list[str], jaccard_threshold: float
+) -> list[float]:
+    """Per-label thresholds with the best Jaccard F1 on `records`, scored as `scores`: how thresholds are chosen
+    on training documents (the baseline's out-of-fold ones, an encoder's held-out ones)."""
+    texts, golds = [r.text for r in records], [r.spans for r in records]
+    return choose_from_counts(sweep_counts(scores, texts, golds, labels, jaccard_threshold))
+
+
 def sweep_and_cross_fit(
     classifier: SegmentDecisions,
     scores: SegmentScores,
