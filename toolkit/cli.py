@@ -26,11 +26,20 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _span_files(refs: list[str]) -> list[Path]:
+    """Paths as given, and sample:NAME as the embedded sample's file (a missing one is an error with the names)."""
+    from toolkit.data.records import SAMPLE_PREFIX, resolve_data_path
+
+    return [resolve_data_path(r) if r.startswith(SAMPLE_PREFIX) else Path(r) for r in refs]
+
+
 @app.command()
 def check(
     files: Annotated[
-        list[Path],
-        typer.Argument(help="Span JSONL files (e.g. train.jsonl dev.jsonl: leakage between them is checked)."),
+        list[str],
+        typer.Argument(
+            help="Span JSONL files, or sample:NAME (e.g. train.jsonl dev.jsonl: leakage between them is checked)."
+        ),
     ],
     labels: Annotated[str | None, typer.Option(help="Allowed labels: 'A,B,C' or a file with one label a line.")] = None,
     tokenizer: Annotated[
@@ -51,7 +60,7 @@ def check(
     from toolkit.pretrained import default_encoder
 
     tok = None if no_tokenizer else (tokenizer or default_encoder())
-    result = run_check(files, parse_label_set(labels), tok, max_length)
+    result = run_check(_span_files(files), parse_label_set(labels), tok, max_length)
     if as_json:
         print(json.dumps(result.report, indent=2, ensure_ascii=False))
     else:
@@ -129,7 +138,7 @@ def import_(
 @app.command("export-data")
 def export_data(
     fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="conll | brat | pubtator | labelstudio | docbin")],
-    files: Annotated[list[Path], typer.Argument(help="Span JSONL files.")],
+    files: Annotated[list[str], typer.Argument(help="Span JSONL files, or sample:NAME (the embedded sample).")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output file (brat: a directory).")],
     scheme: Annotated[str | None, typer.Option(help="conll: iob1 | iob2 | bioes | bilou (default iob2).")] = None,
     spans_key: Annotated[str | None, typer.Option(help="docbin: the doc.spans key (default sc).")] = None,
@@ -138,7 +147,7 @@ def export_data(
     """Write span JSONL in another format; what the format cannot hold is reported."""
     from toolkit.data.importers import run_export, run_import
 
-    records, read_log = run_import("jsonl", files, None)
+    records, read_log = run_import("jsonl", _span_files(files), None)
     if read_log.documents_dropped or read_log.spans_dropped:
         raise ToolkitError(
             f"{read_log.documents_dropped} records and {read_log.spans_dropped} spans of the input are invalid",
