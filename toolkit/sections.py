@@ -22,6 +22,8 @@ class Strict(BaseModel):
 
 
 class DataConfig(Strict):
+    """Where the labelled data is and which labels to learn."""
+
     train: str = Field(
         description="Span JSONL for training (path, or sample:NAME for the embedded sample); pretrain_*: any text "
         "source (.txt file, directory of .txt, JSONL with a `text` field)."
@@ -41,8 +43,10 @@ class DataConfig(Strict):
             "every label in train."
         ),
     )
-    max_train_docs: int | None = Field(default=None, ge=1)
-    max_dev_docs: int | None = Field(default=None, ge=1)
+    max_train_docs: int | None = Field(
+        default=None, ge=1, description="Read only the first N training documents (a quick trial run)."
+    )
+    max_dev_docs: int | None = Field(default=None, ge=1, description="Score only the first N dev documents.")
 
 
 class ExtraCorpus(Strict):
@@ -96,10 +100,10 @@ class DropoutConfig(Strict):
 
 
 class LoraConfigModel(Strict):
-    enabled: bool = False
-    r: int = Field(default=8, ge=1)
-    alpha: int = Field(default=16, ge=1)
-    dropout: float = Field(default=0.1, ge=0, lt=1)
+    enabled: bool = Field(default=False, description="Train LoRA adapters (peft) instead of every weight.")
+    r: int = Field(default=8, ge=1, description="Rank of each adapter.")
+    alpha: int = Field(default=16, ge=1, description="Adapter scaling numerator (the update is scaled by alpha / r).")
+    dropout: float = Field(default=0.1, ge=0, lt=1, description="Dropout on the adapters' input.")
     target_modules: list[str] | None = Field(
         default=None, description="Module names to adapt; None lets peft choose for the architecture."
     )
@@ -107,7 +111,7 @@ class LoraConfigModel(Strict):
         default=None,
         ge=1,
         description="Adapt only the last N transformer layers (None, or N above the model's layer count: all). "
-        "Backpropagation then stops below them, so a step costs less (docs/benchmarks.md).",
+        "Backpropagation then stops below them, so a step costs less (docs/benchmarks.md at 0ea11c2).",
     )
 
 
@@ -131,7 +135,7 @@ class PretrainedModelConfig(Strict):
         ),
     )
     stride: int = Field(default=64, ge=0, description="Tokens shared by consecutive windows.")
-    dropout: DropoutConfig = Field(default_factory=DropoutConfig)
+    dropout: DropoutConfig = Field(default_factory=DropoutConfig, description="Dropout rates (None keeps the model's).")
 
     @model_validator(mode="after")
     def _not_the_baseline(self) -> PretrainedModelConfig:
@@ -154,7 +158,7 @@ class PretrainedModelConfig(Strict):
 class ModelConfig(PretrainedModelConfig):
     """A pretrained transformer fine-tuned whole or with LoRA adapters (peft)."""
 
-    lora: LoraConfigModel = Field(default_factory=LoraConfigModel)
+    lora: LoraConfigModel = Field(default_factory=LoraConfigModel, description="LoRA adapters (off by default).")
 
 
 class ClassifierModelConfig(ModelConfig):
@@ -228,6 +232,8 @@ class LinearModelConfig(Strict):
 
 
 class WindowsConfig(Strict):
+    """How documents are cut into training windows (model.max_length tokens, model.stride apart)."""
+
     negative_ratio: float | None = Field(
         default=None,
         ge=0,
@@ -236,21 +242,29 @@ class WindowsConfig(Strict):
 
 
 class TrainConfig(Strict):
-    learning_rate: float = Field(default=5e-5, gt=0)
-    epochs: float = Field(default=3, gt=0)
+    """The optimizer, schedule and budget of fine-tuning (transformers' Trainer)."""
+
+    learning_rate: float = Field(default=5e-5, gt=0, description="Peak learning rate (AdamW, after warmup).")
+    epochs: float = Field(default=3, gt=0, description="Passes over the training windows (fractions allowed).")
     max_steps: int = Field(default=-1, description="Stop after this many optimizer steps (-1: by epochs).")
-    batch_size: int = Field(default=8, ge=1)
-    eval_batch_size: int = Field(default=16, ge=1)
-    gradient_accumulation: int = Field(default=1, ge=1)
-    warmup_ratio: float = Field(default=0.1, ge=0, lt=1)
-    weight_decay: float = Field(default=0.01, ge=0)
+    batch_size: int = Field(default=8, ge=1, description="Training windows per step (per process).")
+    eval_batch_size: int = Field(default=16, ge=1, description="Windows per forward pass when scoring.")
+    gradient_accumulation: int = Field(
+        default=1, ge=1, description="Steps whose gradients add up to one optimizer step."
+    )
+    warmup_ratio: float = Field(
+        default=0.1, ge=0, lt=1, description="Share of the schedule spent warming the learning rate up from 0."
+    )
+    weight_decay: float = Field(default=0.01, ge=0, description="AdamW weight decay.")
     early_stopping_patience: int | None = Field(
         default=None, ge=1, description="Evaluations without dev improvement before stopping."
     )
     eval_every: Literal["epoch"] | int = Field(default="epoch", description="'epoch' or a number of steps.")
-    logging_steps: int = Field(default=10, ge=1)
-    save_total_limit: int = Field(default=2, ge=1)
-    group_by_length: bool = True
+    logging_steps: int = Field(default=10, ge=1, description="Log the training loss every N steps.")
+    save_total_limit: int = Field(default=2, ge=1, description="Checkpoints kept on disk (the best one is kept too).")
+    group_by_length: bool = Field(
+        default=True, description="Batch windows of similar length together (less padding per step)."
+    )
     max_seconds: float | None = Field(
         default=None,
         gt=0,
@@ -489,7 +503,9 @@ class GenerationConfig(Strict):
         le=1,
         description="segments: a segment belongs to a span when this share of its characters lies in it.",
     )
-    selector: SelectorConfig = Field(default_factory=SelectorConfig)
+    selector: SelectorConfig = Field(
+        default_factory=SelectorConfig, description="Which windows the decoder reads (default: all)."
+    )
     max_new_tokens: int = Field(default=128, ge=1, description="Generation budget per window.")
     batch_size: int = Field(default=8, ge=1, description="Windows generated together (left-padded).")
     constrained: bool = Field(
@@ -500,7 +516,7 @@ class GenerationConfig(Strict):
         default="fp32",
         description=(
             "Inference: prefer_bf16 generates with the weights in bf16 on machines with bf16 units (CUDA, "
-            "avx512_bf16, amx_bf16), fp32 elsewhere. Spans can differ from fp32's (docs/benchmarks.md)."
+            "avx512_bf16, amx_bf16), fp32 elsewhere. Spans can differ from fp32's (docs/benchmarks.md at 0ea11c2)."
         ),
     )
     min_similarity: float = Field(
@@ -568,6 +584,8 @@ class MaskingConfig(PretrainConfig):
 
 
 class EvalConfig(Strict):
+    """How dev is scored (toolkit/evaluate): tolerances, bootstrap CIs, the Jaccard match and learning curves."""
+
     boundary_tolerance: list[int] = Field(
         default=list(SCORING.boundary_tolerance), description="k for boundary recall within +/-k tokens."
     )
@@ -597,13 +615,19 @@ class EvalConfig(Strict):
 
 
 class FloatRange(Strict):
-    low: float
-    high: float
-    log: bool = False
+    """An Optuna search range."""
+
+    low: float = Field(description="Lowest value tried.")
+    high: float = Field(description="Highest value tried.")
+    log: bool = Field(default=False, description="Sample on a log scale (learning rates).")
 
 
 class SweepConfig(Strict):
-    method: Literal["grid", "optuna"] = "grid"
+    """A sweep: one run per combination (grid) or per trial (optuna), each a run directory of its own."""
+
+    method: Literal["grid", "optuna"] = Field(
+        default="grid", description="grid: every combination of the listed values; optuna: n_trials TPE trials."
+    )
     params: dict[str, list[Any] | FloatRange] = Field(
         description="Dotted config key -> values (grid, optuna) or {low, high, log} (optuna)."
     )

@@ -34,22 +34,36 @@ CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
 class ServeSettings(BaseModel):
-    artifact: Path
-    max_batch_size: int = Field(default=MAX_BATCH_DOCS, ge=1)
-    max_queue_seconds: float = Field(default=30.0, gt=0)
-    max_queue_chars: int | None = Field(default=None, ge=1)
-    max_body_bytes: int = Field(default=4 * 2**20, ge=1)
-    max_doc_chars: int = Field(default=500_000, ge=1)
-    max_texts: int = Field(default=64, ge=1)
-    model_batch: int = Field(default=16, ge=1)
-    # The model's intra-op threads; None: the runtime's default (every core), which served more documents
-    # a second under load than one thread (docs/benchmarks.md, "Issue 26"); on a machine where another
-    # process keeps a core busy, fewer threads avoid OpenMP waiting on it.
-    model_threads: int | None = Field(default=None, ge=1)
-    # Worker processes, each with its own model and batcher; with more than one, each worker's model gets
-    # cores / workers threads unless model_threads says otherwise.
-    workers: int = Field(default=1, ge=1)
-    api_key: str | None = None
+    """The service's settings, each read from TOOLKIT_<NAME> (`toolkit serve` flags set some of them)."""
+
+    artifact: Path = Field(description="The directory `toolkit export` wrote (a bento carries it in ./artifact).")
+    max_batch_size: int = Field(
+        default=MAX_BATCH_DOCS, ge=1, description="Documents per model call (1 turns batching off)."
+    )
+    max_queue_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="The admission bound, in seconds of work at the export's measured throughput; beyond it, 503.",
+    )
+    max_queue_chars: int | None = Field(
+        default=None, ge=1, description="The same bound in characters (overrides max_queue_seconds)."
+    )
+    max_body_bytes: int = Field(default=4 * 2**20, ge=1, description="Largest request body (413 beyond it).")
+    max_doc_chars: int = Field(default=500_000, ge=1, description="Longest document.")
+    max_texts: int = Field(default=64, ge=1, description="Documents per request.")
+    model_batch: int = Field(default=16, ge=1, description="Windows per forward pass.")
+    # None: the runtime's default (every core), which served more documents a second under load than one
+    # thread (docs/benchmarks.md at 0ea11c2); on a machine where another process keeps a core busy, fewer
+    # threads avoid OpenMP waiting on it.
+    model_threads: int | None = Field(
+        default=None, ge=1, description="The model's intra-op threads (default: every core / workers)."
+    )
+    workers: int = Field(
+        default=1, ge=1, description="Worker processes, each with its own model and batcher (`--workers`)."
+    )
+    api_key: str | None = Field(
+        default=None, description="When set, requests need X-API-Key or Authorization: Bearer (constant-time check)."
+    )
 
     @classmethod
     def from_env(cls) -> ServeSettings:

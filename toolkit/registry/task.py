@@ -19,12 +19,12 @@ Outputs = Literal["tags", "segment_scores", "generated", "none"]
 class RecipeBase(Strict):
     """The keys every recipe has; each task's recipe adds the sections it accepts."""
 
-    task: str
+    task: str = Field(description="Which task the recipe trains (the sections below depend on it).")
     name: str = Field(description="Run name; the run directory is <output_dir>/<name>.")
-    seed: int = 13
+    seed: int = Field(default=13, description="Random seed of the run (sampling, initialisation, splits).")
     output_dir: str = Field(default="runs", description="Where run directories go.")
-    data: DataConfig
-    sweep: SweepConfig | None = None
+    data: DataConfig = Field(description="Where the labelled data is and which labels to learn.")
+    sweep: SweepConfig | None = Field(default=None, description="Makes the recipe a sweep (off when absent).")
 
     # The keys of metrics.json "summary" a run of this recipe writes (what sweep.metric may name).
     summary_metrics: ClassVar[tuple[str, ...]] = ()
