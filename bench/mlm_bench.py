@@ -4,7 +4,7 @@
     .venv/bin/python bench/mlm_bench.py baseline recipes/ncbi_disease_mlm.yaml
 
 Each variant runs in its own process (so peak RSS is its own) and prints one JSON line;
-results also go to bench/results/<recipe>_<variant>.json.
+results also go to bench/out/<recipe>_<variant>.json.
 
 - toolkit: `toolkit run` as is (sliding windows with stride, dynamic padding, length grouping,
   best checkpoint by dev span F1).
@@ -158,7 +158,7 @@ def main() -> None:
     variant, recipe_path = sys.argv[1], sys.argv[2]
     overrides = sys.argv[3:]
     recipe = load_recipe(recipe_path, overrides)
-    out_dir = REPO / "bench" / "results"
+    out_dir = REPO / "bench" / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
     machine = benchmark_header()
     started = time.perf_counter()

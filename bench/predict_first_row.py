@@ -6,7 +6,7 @@ and the run's peak memory.
 The folder holds --small short .txt files (named a_*), then a PDF of --pages pages (b_big.pdf) and a DOCX
 of --paragraphs paragraphs (c_big.docx). `toolkit predict` runs as a user runs it; the output is polled
 every 0.1 s for its first row, and the process's RSS (children included) for its peak. Results: printed,
-and written to bench/results/predict_first_row.json with the CPU's flags.
+and written to bench/out/predict_first_row.json with the CPU's flags.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def main() -> None:
         "summary": summary,
     }
     print(json.dumps(result, indent=2))
-    path = ROOT / "bench" / "results" / "predict_first_row.json"
+    path = ROOT / "bench" / "out" / "predict_first_row.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     command = "bench/predict_first_row.py " + " ".join(sys.argv[1:])
     path.write_text(json.dumps({"command": command, "machine": header, "result": result}, indent=2))

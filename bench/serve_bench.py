@@ -11,8 +11,8 @@
     load, --tries 10
     .venv/bin/python bench/serve_bench.py clm     RUN                       # decoding tokens/s, PyTorch vs ONNX
 
-Artifacts are exported (parity-gated) under bench/results/artifacts/<run>-{fp32,int8} and reused.
-Results are printed as JSON and written to bench/results/serve_<mode>.json.
+Artifacts are exported (parity-gated) under bench/out/artifacts/<run>-{fp32,int8} and reused.
+Results are printed as JSON and written to bench/out/serve_<mode>.json.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "out"
 
 
 def artifact(run: Path, precision: str) -> Path:

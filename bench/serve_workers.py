@@ -5,7 +5,7 @@
 For each worker count the service starts alone (TOOLKIT_WORKERS=N; each worker's model gets cores / N
 threads), 64 clients send one document per request for --seconds after a warm-up, and every answer is
 checked against the same document's single-request answer. RSS is each worker process's, read after
-the load. Results: printed, and written to bench/results/serve_workers.json with the CPU's flags.
+the load. Results: printed, and written to bench/out/serve_workers.json with the CPU's flags.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def main() -> None:
         row = measure(args.artifact, texts, n, args.seconds)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    out = ROOT / "bench" / "results" / "serve_workers.json"
+    out = ROOT / "bench" / "out" / "serve_workers.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "bench/serve_workers.py " + " ".join(sys.argv[1:])
     out.write_text(json.dumps({"command": command, "machine": header, "results": rows}, indent=2))

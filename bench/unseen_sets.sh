@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${T:-.venv/bin/toolkit}
 ROLE=${ROLE:-select}
-OUT=${OUT:-bench/results/unseen_sets}
+OUT=${OUT:-bench/out/unseen_sets}
 mkdir -p "$OUT"
 lscpu | grep -E "Model name|Flags" > "$OUT/cpu.txt"
 .venv/bin/python bench/unseen_clause_sets.py "$OUT/data" > "$OUT/sets.txt"

@@ -1,0 +1,267 @@
+"""The results page's records: a finished run's dev figures, written once as bench/results/<id>.json, and
+docs/results.md generated from every record, so no figure on the page (or in the README's headline table)
+is typed by hand.
+
+    python bench/results.py record RUN_DIR --table "CUAD, 4 clause types (dev)" --system "..." \\
+        --command "toolkit run recipes/cuad_clauses_segments_mlm.yaml" [--id NAME] [--headline]
+    python bench/results.py page            # rewrite docs/results.md and the README's headline table
+    python bench/results.py page --check    # exit 1 when either differs from the records (a fast test runs it)
+
+`record` reads the run's metrics.json (nothing is re-scored) and the CPU of the machine it runs on: record a
+run on the machine that trained it, right after it finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDS = ROOT / "bench" / "results"
+PAGE = ROOT / "docs" / "results.md"
+README = ROOT / "README.md"
+INDEX = ROOT / "docs" / "index.md"  # the site's front page carries the same headline table
+HEADLINE_START, HEADLINE_END = "<!-- headline results: start -->", "<!-- headline results: end -->"
+sys.path.insert(0, str(ROOT))
+
+from toolkit.hardware import cpu_flags  # noqa: E402  (pure: no torch)
+
+# The figure each task's runs are ranked by, with its CI key, and the figures shown beside it.
+METRICS = {
+    "segment_classification": ("jaccard_f1", "Jaccard F1", ("macro_aupr", "jaccard_precision", "jaccard_recall")),
+    "token_classification": ("span_f1", "span F1", ("span_precision", "span_recall", "boundary_both_recall")),
+    "span_generation": ("jaccard_f1", "Jaccard F1", ("span_f1", "jaccard_recall", "boundary_both_recall")),
+}
+LABELS = {
+    "macro_aupr": "macro AUPR",
+    "jaccard_precision": "P",
+    "jaccard_recall": "R",
+    "span_precision": "P",
+    "span_recall": "R",
+    "span_f1": "span F1",
+    "boundary_both_recall": "both ends",
+}
+
+
+class Record(BaseModel):
+    """One row of the results page: one run's dev figures, where and how it was made."""
+
+    model_config = ConfigDict(extra="forbid")
+    table: str = Field(description="The dataset and split, the page's table this row goes in.")
+    system: str = Field(description="What was run, as a reader names it (recipe, model, variant).")
+    metric: str
+    value: float
+    unit: str | None = Field(default=None, description='None for a score in [0, 1]; "s" for a time.')
+    ci95: tuple[float, float] | None = None
+    others: dict[str, float] = Field(default_factory=dict)
+    documents: int | None = None
+    train_seconds: float | None = None
+    inference_seconds: float | None = Field(default=None, description="Scoring the documents, model loading excluded.")
+    cpu: str
+    cpu_flags: list[str]
+    command: str
+    commit: str
+    date: str
+    headline: bool = False
+    note: str | None = None
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def record_from_run(run: Path, table: str, system: str, command: str, commit: str | None) -> Record:
+    """A record of a finished run directory, on this machine."""
+    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    task = (run / "config.yaml").read_text(encoding="utf-8").split("task:", 1)[1].split()[0]
+    key, name, shown = METRICS[task]
+    summary, ranking = metrics["summary"], metrics.get("ranking") or {}
+    values = {**summary, **{f"macro_{k}": v for k, v in (ranking.get("macro") or {}).items()}}
+    model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    ci = metrics.get("ci95", {}).get(key)
+    combination = metrics["run"].get("combination") or {}
+    kept = sorted(k for k, v in combination.items() if v["uses"] != "linear")
+    note = (
+        f"the fitted combination kept the encoder for {len(kept)} of {len(combination)} labels"
+        + (f" ({', '.join(kept)})" if kept else "; every label is the linear model at its out-of-fold threshold")
+        if combination
+        else None
+    )
+    return Record(
+        table=table,
+        system=system,
+        metric=name,
+        value=summary[key],
+        ci95=tuple(ci) if ci else None,
+        others={LABELS[k]: values[k] for k in shown if values.get(k) is not None},
+        documents=metrics["counts"]["documents"],
+        train_seconds=metrics["run"].get("train_seconds"),
+        inference_seconds=metrics["run"].get("eval_seconds"),
+        cpu=model,
+        cpu_flags=flags,
+        command=command,
+        commit=commit or _git("rev-parse", "--short", "HEAD"),
+        date=dt.date.today().isoformat(),
+        note=note,
+    )
+
+
+def load_records(folder: Path = RECORDS) -> list[Record]:
+    """Every record, each checked; a bad one is an error naming its file and field."""
+    records = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            records.append(Record.model_validate_json(path.read_text(encoding="utf-8")))
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            sys.exit(f"{path}: {where}: {first['msg']}; fix the record or write it again with bench/results.py record")
+    return records
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return ""
+    return f"{s:.0f} s" if s < 600 else f"{s / 60:.0f} min"
+
+
+def _cpu(r: Record) -> str:
+    return f"{r.cpu} ({', '.join(r.cpu_flags) or 'no AVX2'})"
+
+
+def _figure(r: Record) -> str:
+    if r.unit == "s":
+        return _seconds(r.value)
+    ci = f" ({r.ci95[0]:.3f}-{r.ci95[1]:.3f})" if r.ci95 else ""
+    return f"{r.value:.3f}{ci}"
+
+
+def render_page(records: list[Record]) -> str:
+    """docs/results.md. Pure."""
+    lines = [
+        "# Results",
+        "",
+        "<!-- Generated by bench/results.py from bench/results/*.json; do not edit by hand. -->",
+        "",
+        "Current figures only, one table per dataset, each from a record that `bench/results.py record` wrote "
+        "from a finished run (dev split; the test splits are held back). The CI in brackets is the 95% "
+        "bootstrap interval over documents. Training time is the run's training steps; inference is scoring "
+        "the dev documents, model loading excluded. Every run used 2 CPU cores. What each figure replaced, and "
+        "what earlier experiments found, is in the [changelog](changelog.md).",
+        "",
+    ]
+    tables: dict[str, list[Record]] = {}
+    for r in records:
+        tables.setdefault(r.table, []).append(r)
+    for table, rows in sorted(tables.items()):
+        lines += [f"## {table}", ""]
+        lines += [
+            "| system | figure (95% CI) | also | training | inference | CPU | command |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            also = ", ".join(f"{k} {v:.3f}" for k, v in r.others.items())
+            inference = f"{_seconds(r.inference_seconds)} for {r.documents} docs" if r.inference_seconds else ""
+            lines.append(
+                f"| {r.system} | {r.metric} {_figure(r)} | {also} | {_seconds(r.train_seconds)} | {inference} | "
+                f"{_cpu(r)} | `{r.command}` (at {r.commit}, {r.date}) |"
+            )
+        notes = [r for r in rows if r.note]
+        lines += [""] + [f"- {r.system}: {r.note}" for r in notes] + ([""] if notes else [])
+    return "\n".join(lines)
+
+
+def render_headline(records: list[Record]) -> str:
+    """The README's small table: the records marked headline. Pure."""
+    lines = [HEADLINE_START, "| dataset | system | figure (95% CI) | training |", "|---|---|---|---|"]
+    for r in (r for r in records if r.headline):
+        lines.append(f"| {r.table} | {r.system} | {r.metric} {_figure(r)} | {_seconds(r.train_seconds)} |")
+    return "\n".join([*lines, HEADLINE_END])
+
+
+def readme_with(readme: str, headline: str) -> str:
+    """The README with its headline block replaced. Pure."""
+    head, _, rest = readme.partition(HEADLINE_START)
+    _, _, tail = rest.partition(HEADLINE_END)
+    if not rest:
+        raise SystemExit(f"no {HEADLINE_START} ... {HEADLINE_END} block: add one where the headline table goes")
+    return head + headline + tail
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record", help="write bench/results/<id>.json from a finished run")
+    rec.add_argument("run", type=Path)
+    rec.add_argument("--table", required=True)
+    rec.add_argument("--system", required=True)
+    rec.add_argument("--command", dest="run_command", required=True, help="the command that made the run")
+    rec.add_argument("--id", help="file name (default: the run directory's name)")
+    rec.add_argument("--commit", help="the commit the run was made at (default: HEAD)")
+    rec.add_argument("--headline", action="store_true", help="also show it in the README's table")
+    rec.add_argument("--note")
+    timing = sub.add_parser("timing", help="write bench/results/<id>.json for a measured wall time")
+    timing.add_argument("--table", required=True)
+    timing.add_argument("--system", required=True)
+    timing.add_argument("--seconds", type=float, required=True)
+    timing.add_argument("--command", dest="run_command", required=True)
+    timing.add_argument("--id", required=True)
+    timing.add_argument("--headline", action="store_true")
+    timing.add_argument("--note")
+    page = sub.add_parser("page", help="rewrite docs/results.md and the README's headline table")
+    page.add_argument("--check", action="store_true", help="exit 1 when either is not what the records give")
+    args = parser.parse_args()
+
+    if args.command == "record":
+        r = record_from_run(args.run, args.table, args.system, args.run_command, args.commit)
+        r.headline = args.headline
+        r.note = "; ".join(n for n in (r.note, args.note) if n) or None
+        out = RECORDS / f"{args.id or args.run.name}.json"
+        out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out.relative_to(ROOT)}: {r.system} {r.metric} {_figure(r)}")
+        return 0
+
+    if args.command == "timing":
+        model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+        r = Record(
+            table=args.table,
+            system=args.system,
+            metric="wall time",
+            value=args.seconds,
+            unit="s",
+            cpu=model,
+            cpu_flags=flags,
+            command=args.run_command,
+            commit=_git("rev-parse", "--short", "HEAD"),
+            date=dt.date.today().isoformat(),
+            headline=args.headline,
+            note=args.note,
+        )
+        out = RECORDS / f"{args.id}.json"
+        out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out.relative_to(ROOT)}: {r.system} {_figure(r)}")
+        return 0
+
+    records = load_records()
+    headline = render_headline(records)
+    want = {PAGE: render_page(records) + "\n"}
+    want |= {p: readme_with(p.read_text(encoding="utf-8"), headline) for p in (README, INDEX)}
+    stale = [p for p, text in want.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    if args.check:
+        for p in stale:
+            print(f"{p.relative_to(ROOT)} is not what bench/results/*.json give: run python bench/results.py page")
+        return 1 if stale else 0
+    for p in stale:
+        p.write_text(want[p], encoding="utf-8")
+        print(f"wrote {p.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
