@@ -13,7 +13,7 @@
 #   SYSTEMS="minilm_tagger smollm2_tagger_bidirectional" ...        # a subset (names below)
 #
 # Needs ../shared/data and `make gemma` for the Gemma systems. Run alone: a busy core changes step times
-# and so what each budget buys. Figures: docs/benchmarks.md.
+# and so what each budget buys. Record the runs with bench/results.py record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${T:-.venv/bin/toolkit}
@@ -21,7 +21,7 @@ DATASET=${DATASET:-cuad}
 BUDGET=${BUDGET:-300}
 DOCS=${DOCS:-10}
 POINTS=${POINTS:-1}
-OUT=${OUT:-bench/results/budget_$DATASET}
+OUT=${OUT:-bench/out/budget_$DATASET}
 ALL="minilm_tagger minilm_segments smollm2_generate smollm2_tagger smollm2_tagger_bidirectional smollm2_segments \
 gemma_generate gemma_tagger gemma_tagger_bidirectional gemma_segments"
 SYSTEMS=${SYSTEMS:-$ALL}

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # MLM vs CLM with `toolkit compare` (needs ../shared/data and the MLM bench runs of
-# bench/run_mlm_bench.sh). CLM runs are sized for 2 CPU cores; see docs/benchmarks.md.
+# bench/run_mlm_bench.sh). CLM runs are sized for 2 CPU cores; record the compared runs with bench/results.py record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=.venv/bin/toolkit
-OUT=bench/results
+OUT=bench/out
 $T run recipes/ncbi_disease_clm.yaml output_dir=$OUT --overwrite
 $T compare $OUT/ncbi_disease_mlm_bench $OUT/ncbi_disease_clm --data ../shared/data/ncbi_disease/dev.jsonl --out $OUT/compare_ncbi --reuse-predictions
 $T run recipes/cuad_clauses_clm.yaml output_dir=$OUT --overwrite

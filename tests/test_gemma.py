@@ -96,7 +96,7 @@ def test_the_real_gemma_tokenizer_gives_sentencepieces_ids_and_offsets(tmp_path)
     tokenizer = gemma_tokenizer_from_gguf(_assemble_gguf(tmp_path))
     text = "The Licensee shall not assign this Agreement."
     enc = tokenizer(text, return_offsets_mapping=True)
-    # The ids SentencePiece gives for this text with the GGUF's own vocabulary (bench/gemma_check.py).
+    # The ids SentencePiece itself gives for this text with the GGUF's own vocabulary (recorded once).
     assert enc["input_ids"] == EXPECTED_IDS
     assert tokenizer.convert_ids_to_tokens(enc["input_ids"])[1:] == [
         "The",

@@ -108,7 +108,7 @@ def measure_conditions(seconds: float = 0.5) -> dict:
         warning = (
             f"other processes kept {others:.1f} of {cores} cores busy (load average {load[0] if load else '?'}): "
             f"timings are not this machine's idle figures (threads capped at the {free} free core(s)); run benchmarks "
-            f"alone (docs/benchmarks.md)"
+            f"alone (bench/README.md)"
         )
     return {
         "cores": cores,

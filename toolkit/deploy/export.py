@@ -2,7 +2,7 @@
 
 An artifact is one of the PATHS: an ONNX graph (fp32, fp32 with ONNX Runtime's transformer fusions,
 or int8) or the run's PyTorch model (fp32, or under bf16 autocast on machines with bf16 units). Which
-is fastest depends on the CPU (docs/benchmarks.md), so `--precision auto` measures them all here.
+is fastest depends on the CPU (docs/benchmarks.md at 0ea11c2), so `--precision auto` measures them all here.
 
 The ONNX export itself is optimum-onnx's (`main_export`): token classification for MLM runs,
 `text-generation-with-past` (a decoder with KV cache) for CLM runs. We chose optimum over
@@ -179,7 +179,7 @@ def _quantize_int8(fp32: Path, int8: Path) -> None:
     each row of activations is quantized per block (accuracy level 4: int8 compute). A row's scale never
     sees another row, so a window's outputs do not depend on the windows batched with it, unlike
     whole-tensor dynamic quantization. Embeddings stay fp32. Accuracy and speed against the other
-    schemes we measured (dynamic, static with calibration): docs/benchmarks.md."""
+    schemes we measured (dynamic, static with calibration): docs/benchmarks.md at 0ea11c2."""
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
@@ -309,7 +309,7 @@ def _single_document_speeds(predictors: dict, texts: list[str]) -> dict[str, dic
     reads a block of SPEED_BLOCK documents, in an order shuffled per block, so a host whose speed drifts during
     the export slows every path alike. Timed one path after another, a drift made onnx_fused outrun OpenVINO in
     one `make demo`; turns of one document each slowed ONNX Runtime and PyTorch by a quarter beside the other
-    runtimes' threads (docs/benchmarks.md, issue 30)."""
+    runtimes' threads (docs/benchmarks.md at 0ea11c2, issue 30)."""
     for predictor in predictors.values():
         for text in texts:
             predictor.predict([text])

@@ -6,7 +6,7 @@ the driver, which writes OUT, so resuming and failure reporting are the local pa
 preserved, so OUT has the same lines in the same order as a local run.
 
 On a cluster, every node needs the toolkit installed and the model at the same path (a shared file
-system, or copy it first); docs/predict.md says how.
+system, or copy it first); docs/guides/predict.md says how.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def ray_rows(
     # Reading is light next to the model, and reserving a CPU for it would leave read tasks waiting on
     # the actors' CPUs (each actor holds its own) for ever: read tasks reserve none. Tasks that reserve
     # nothing are not limited by CPUs, though, and Ray started a worker process per pending read task
-    # (far more processes than cores, every run slower than a local one: docs/benchmarks.md): the pool
+    # (far more processes than cores, every run slower than a local one: docs/benchmarks.md at 0ea11c2): the pool
     # is capped at one reader per actor.
     dataset = dataset.flat_map(
         _extract, fn_kwargs={"done": done}, num_cpus=0, compute=ray.data.TaskPoolStrategy(size=actors)

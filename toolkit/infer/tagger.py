@@ -31,7 +31,7 @@ class Tagger:
         # "bfloat16": run a PyTorch model under autocast (machines with bf16 units); None: as stored.
         self.autocast: str | None = None
         # True: one window per forward pass. PyTorch picks matmul kernels by shape, so a window padded to
-        # its batch's width gets scores that move in the last bits (measured under bf16: docs/benchmarks.md);
+        # its batch's width gets scores that move in the last bits (measured under bf16: docs/benchmarks.md at 0ea11c2);
         # alone, its answer never depends on its neighbours. OpenVINO's fp32 kernels move the same way (seen in
         # tests/test_batch_invariance.py). ONNX Runtime's answers do not move with padding, so ONNX batches.
         self.window_alone = False
