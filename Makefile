@@ -18,7 +18,7 @@ TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-2.13.0+cpu-*),,--extra-index-ur
 TORCH_PIN := torch==2.13.0
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install mpnet gemma demo bento test test-slow lint lock check-lock clean
+.PHONY: install mpnet gemma demo bento test test-slow lint docs docs-check lock check-lock clean
 
 install: $(VENV)/.installed
 
@@ -94,8 +94,9 @@ bento: install
 # trained run is made once); `make test-slow` the end-to-end tier (demo main job, torchrun, sustained
 # load), one test at a time since its tests time themselves and use every core.
 TEST_WORKERS ?= 2
+PYTEST_ARGS ?=
 test: install
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-slow: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m slow
@@ -103,6 +104,19 @@ test-slow: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The docs site (mkdocs.yml): the config reference from the recipe models, the results page and the README's
+# headline table from bench/results/*.json, then a strict build into build/site (broken links fail it).
+docs: install
+	$(PY) scripts/config_reference.py
+	$(PY) bench/results.py page
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# What CI checks: the generated pages are what their sources give, and the site builds strictly.
+docs-check: install
+	$(PY) scripts/config_reference.py --check
+	$(PY) bench/results.py page --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean:
 	rm -rf $(VENV) .lockenv runs .pytest_cache

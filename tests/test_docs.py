@@ -1,0 +1,135 @@
+"""The docs cannot drift from the code: the config reference is what the recipe models give, the results
+page and the README's headline table are what the benchmark records give, the site builds in strict
+mode, and its front page and results page render in a real browser."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+from toolkit.registry import RECIPE, recipe_key
+
+
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+config_reference = _module(REPO / "scripts" / "config_reference.py")
+results = _module(REPO / "bench" / "results.py")
+
+
+def test_the_config_reference_is_what_the_models_give():
+    page = (REPO / "docs" / "reference" / "config.md").read_text(encoding="utf-8")
+    assert page == config_reference.render(), "run python scripts/config_reference.py"
+
+
+def test_every_recipe_key_has_a_description():
+    assert config_reference.undocumented() == []
+
+
+def _keys(data: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        out.append(path)
+        if isinstance(value, dict) and key != "label_map":
+            out += _keys(value, f"{path}.")
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            out += _keys(value[0], f"{path}[].")
+    return out
+
+
+@pytest.mark.parametrize("recipe", sorted((REPO / "toolkit" / "recipes").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_key_of_every_shipped_recipe_is_in_the_reference(recipe):
+    data = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    RECIPE.validate_python(data)
+    from toolkit.registry import TASKS
+
+    documented = {row[0] for row in config_reference.rows(TASKS[recipe_key(data)].recipe)}
+    # sweep.params and label maps are keyed by the user's own names
+    keys = [k for k in _keys(data) if not k.startswith("sweep.params.")]
+    assert [k for k in keys if k not in documented] == []
+
+
+def test_a_key_the_reference_shows_is_one_the_recipe_accepts():
+    """Rows are read off the models, so a documented key validates and a misspelt one does not."""
+    from pydantic import ValidationError
+
+    base = {"task": "segment_classification", "name": "x", "data": {"train": "a", "dev": "b"}}
+    keys = {row[0] for row in config_reference.rows(type(RECIPE.validate_python(base)))}
+    assert {"segments.combination", "segments.held_out_share", "train.precision", "model.lora.top_layers"} <= keys
+    RECIPE.validate_python({**base, "segments": {"combination": "sum"}})
+    with pytest.raises(ValidationError):
+        RECIPE.validate_python({**base, "segments": {"combinaton": "sum"}})
+
+
+def test_the_results_page_and_headline_tables_are_what_the_records_give():
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "results.py"), "page", "--check"], capture_output=True)
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+
+
+def test_a_bad_record_is_refused_with_its_file_and_field(tmp_path):
+    good = json.loads(next((REPO / "bench" / "results").glob("*.json")).read_text(encoding="utf-8"))
+    (tmp_path / "ok.json").write_text(json.dumps(good))
+    (tmp_path / "bad.json").write_text(json.dumps({**good, "value": "high"}))
+    with pytest.raises(SystemExit) as e:
+        results.load_records(tmp_path)
+    assert "bad.json" in str(e.value) and "value" in str(e.value)
+
+
+def test_the_headline_table_shows_only_records_marked_headline():
+    records = results.load_records()
+    marked = [r for r in records if r.headline]
+    table = results.render_headline(records)
+    assert table.count("\n| ") == 1 + len(marked)  # the header row, then one row per marked record
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("mkdocs is not installed (the dev extra has it: make install)")
+    out = tmp_path_factory.mktemp("site")
+    mkdocs = str(Path(sys.executable).parent / "mkdocs")
+    done = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(Path(sys.executable).parent)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_the_site_builds_in_strict_mode(site):
+    for page in ("index.html", "results/index.html", "reference/config/index.html", "guides/clauses/index.html"):
+        assert (site / page).is_file(), page
+
+
+@pytest.mark.parametrize(
+    ("page", "heading"), [("index.html", "clause-entity-toolkit"), ("results/index.html", "Results")]
+)
+def test_a_site_page_in_a_real_browser(site, page, heading, browser_page, tmp_path):
+    """Front page and results page in Debian Chromium: no console errors, the heading and a table drawn,
+    nothing fetched from the network, and a screenshot taken."""
+    browser, problems = browser_page
+    remote = []
+    browser.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+    browser.goto((site / page).as_uri())
+    assert browser.inner_text("h1").strip() == heading
+    assert browser.locator("table").count() >= 1 and browser.is_visible("table")
+    shot = tmp_path / f"{page.replace('/', '_')}.png"
+    browser.screenshot(path=str(shot), full_page=True)
+    assert problems == [] and remote == []
+    assert shot.stat().st_size > 10_000
