@@ -16,13 +16,16 @@ def sample_texts() -> list[str]:
     return texts
 
 
-def make_tiny_bert(directory: Path, hidden: int = 64, layers: int = 2, max_positions: int = 512) -> Path:
-    """A 2-layer BERT with a WordPiece tokenizer trained on the embedded sample."""
+def make_tiny_bert(
+    directory: Path, hidden: int = 64, layers: int = 2, max_positions: int = 512, cased: bool = False
+) -> Path:
+    """A 2-layer BERT with a WordPiece tokenizer trained on the embedded sample (lower-cased, as MiniLM's
+    and BiomedBERT's; `cased=True` keeps case and accents, as BioBERT's and bert-base-cased's)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.normalizer = normalizers.BertNormalizer(lowercase=not cased, strip_accents=False if cased else None)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok.train_from_iterator(sample_texts(), trainers.WordPieceTrainer(vocab_size=600, special_tokens=specials))
@@ -38,6 +41,7 @@ def make_tiny_bert(directory: Path, hidden: int = 64, layers: int = 2, max_posit
         sep_token="[SEP]",
         mask_token="[MASK]",
         model_max_length=max_positions,
+        do_lower_case=not cased,
     )
     config = BertConfig(
         vocab_size=tok.get_vocab_size(),
@@ -107,5 +111,62 @@ def make_tiny_llama(directory: Path, hidden: int = 64, layers: int = 2) -> Path:
 
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(directory)
+    fast.save_pretrained(directory)
+    return directory
+
+
+def make_tiny_roberta(directory: Path, hidden: int = 64, layers: int = 2, max_tokens: int = 128) -> Path:
+    """A 2-layer RoBERTa with a byte-level BPE tokenizer trained on the embedded sample (cased, `<s>`/`</s>`,
+    a prefix space, offsets trimmed of it), and RoBERTa's positions: `max_tokens` plus the padding offset,
+    as roberta-base's 514 positions hold 512 tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tok.train_from_iterator(
+        sample_texts(),
+        trainers.BpeTrainer(
+            vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    tok.post_processor = processors.RobertaProcessing(
+        sep=("</s>", tok.token_to_id("</s>")),
+        cls=("<s>", tok.token_to_id("<s>")),
+        trim_offsets=True,
+        add_prefix_space=True,
+    )
+    fast = RobertaTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        sep_token="</s>",
+        cls_token="<s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token="<mask>",
+        add_prefix_space=True,
+        trim_offsets=True,
+        model_max_length=max_tokens,
+    )
+    config = RobertaConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=max_tokens + 2,
+        pad_token_id=fast.pad_token_id,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        type_vocab_size=1,
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    torch.manual_seed(0)
+    RobertaModel(config).save_pretrained(directory)
     fast.save_pretrained(directory)
     return directory

@@ -193,6 +193,34 @@ def lowercases(tokenizer) -> bool:
     return tokenizer.tokenize("Agreement SHALL") == tokenizer.tokenize("agreement shall")
 
 
+# Encoders with learned absolute positions: a window longer than their positions fails inside the first
+# forward pass (an index error), so it is refused up front. The RoBERTa family (and MPNet) count positions
+# from the padding index + 1, so roberta-base's 514 positions hold 512 tokens.
+ABSOLUTE_POSITIONS = {"bert", "roberta", "xlm-roberta", "camembert", "mpnet", "distilbert", "electra", "albert"}
+OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert", "mpnet"}
+
+
+def position_limit(config) -> int | None:
+    """The most tokens one window can hold in a model of this config (special tokens included); None where
+    positions are not a hard limit (rotary or relative positions: decoders, DeBERTa)."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions is None:
+        return None
+    if getattr(config, "model_type", "") in OFFSET_POSITIONS:
+        positions -= (getattr(config, "pad_token_id", None) or 0) + 1
+    return positions
+
+
+def check_window_fits(config, max_length: int, name: str) -> None:
+    """Refuse model.max_length beyond an absolute-position encoder's positions, with the fix."""
+    limit = position_limit(config) if getattr(config, "model_type", "") in ABSOLUTE_POSITIONS else None
+    if limit is not None and max_length > limit:
+        raise ToolkitError(
+            f"model.max_length {max_length} is longer than {name!r} can read: its positions hold {limit} tokens",
+            fix=f"set model.max_length to at most {limit} (and model.stride under half of it)",
+        )
+
+
 def _named_fast_class(name_or_path: str):
     """The fast tokenizer class that a local model's tokenizer_config.json names, as AutoTokenizer resolves it
     ("BertTokenizer" -> BertTokenizerFast), or None where AutoTokenizer must decide (a hub id, no class named,

@@ -64,10 +64,9 @@ class Tagger:
     def position_limit(self) -> int:
         """The most tokens one window can hold: the model's positions (less a padding offset, RoBERTa-style),
         and the tokenizer's stated maximum where it states one."""
-        config = self.model.config
-        limit = getattr(config, "max_position_embeddings", None) or self.meta.max_length
-        if getattr(config, "model_type", "") in {"roberta", "xlm-roberta", "mpnet", "camembert"}:
-            limit -= (config.pad_token_id or 0) + 1  # positions start after the padding index
+        from toolkit.pretrained import position_limit
+
+        limit = position_limit(self.model.config) or self.meta.max_length
         stated = getattr(self.tokenizer, "model_max_length", None)
         return min(limit, stated) if stated and stated < 10**6 else limit
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.gemma import register_gemma_tagger
-from toolkit.pretrained import fix_decoder_tokenizer, load_tokenizer, resolve_model_name
+from toolkit.pretrained import check_window_fits, fix_decoder_tokenizer, load_tokenizer, resolve_model_name
 from toolkit.sections import ClassifierModelConfig, LoraConfigModel, ModelConfig, PretrainedModelConfig
 from toolkit.spans.label_space import LabelSpace
 
@@ -81,6 +81,7 @@ def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
             f"cannot load model {name!r}: {str(exc).splitlines()[0]}",
             fix="pass a local model directory or a reachable hub id as model.name",
         ) from None
+    check_window_fits(config, cfg.max_length, cfg.name)
     apply_dropout(config, cfg.dropout)
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = tokenizer.pad_token_id
@@ -192,6 +193,7 @@ def build_masked_model(m: PretrainedModelConfig):
             fix="pretrain_mlm needs an encoder with a [MASK] token (use pretrain_clm for decoders)",
         )
     config = AutoConfig.from_pretrained(name)
+    check_window_fits(config, m.max_length, m.name)
     apply_dropout(config, m.dropout)
     model, info = AutoModelForMaskedLM.from_pretrained(name, config=config, output_loading_info=True)
     missing = set(info.get("missing_keys", []))
