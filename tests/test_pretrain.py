@@ -133,11 +133,12 @@ def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
 
     _corpus(tmp_path)
     recipe = pretrain_recipe(tiny_bert, tmp_path)
+    recipe.train.epochs, recipe.train.learning_rate = 14, 5e-3  # half the steps of 30 at 3e-3, as far
     result = run_recipe(recipe, tmp_path / "adapt")
-    assert result.metrics["after"]["loss"] < result.metrics["before"]["loss"] - 2.0  # about 6.3 -> 2.9
+    assert result.metrics["after"]["loss"] < result.metrics["before"]["loss"] - 2.0  # about 6.3 -> 3.4
     assert (
         result.metrics["after"]["token_accuracy"] > result.metrics["before"]["token_accuracy"] + 0.06
-    )  # about 0.08 -> 0.20 on a repeated passage
+    )  # about 0.08 -> 0.16 on a repeated passage
     plan = json.loads((tmp_path / "adapt" / "data_report.json").read_text())
     assert plan["mlm_head_initialised_from_embeddings"] is True
     model_dir = tmp_path / "adapt" / "model"

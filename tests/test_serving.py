@@ -397,6 +397,42 @@ def test_a_segment_model_artifact_under_sustained_load(tiny_segment_run, tmp_pat
 
 
 @pytest.mark.slow
+def test_a_fitted_combination_artifact_under_sustained_load(tiny_bert, tmp_path):
+    """A segment model whose scores are the fitted combination of encoder and linear logits (the weights a
+    fitted run saves, set so the encoder counts for every label) answers under load as alone."""
+    from conftest import REPO
+
+    from toolkit.config import load_recipe
+    from toolkit.deploy.export import export_run
+    from toolkit.rundir import MODEL_DIR, load_meta, write_meta
+    from toolkit.tasks import run_recipe
+
+    overrides = [
+        f"model.name={tiny_bert}",
+        f"output_dir={tmp_path}",
+        "data.max_train_docs=16",
+        "data.max_dev_docs=4",
+        "train.epochs=2",
+        "train.learning_rate=1e-3",
+        "eval.bootstrap=0",
+        "segments.linear_prior=true",
+        "segments.folds=3",
+        "segments.thresholds=held_out",
+        "segments.held_out_share=0.5",
+        "segments.combination=fitted",
+    ]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "fitted")
+    model_dir = result.run_dir / MODEL_DIR
+    meta = load_meta(model_dir)
+    write_meta(model_dir, meta.model_copy(update={"combination": [[0.8, 0.5, -0.2] for _ in meta.combination]}))
+    artifact = tmp_path / "art"
+    export_run(result.run_dir, artifact, precision="fp32", parity_docs=4)
+    assert load_meta(artifact).combination == [[0.8, 0.5, -0.2]] * len(meta.combination)
+    with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
+        _sustained_load(server, {}, "sample:contracts_dev")
+
+
+@pytest.mark.slow
 def test_a_full_queue_answers_503_with_retry_after(tiny_mlm_artifact, tmp_path):
     """A bound of one document's characters: concurrent requests beyond it are refused at once, as JSON."""
     import urllib.error
