@@ -34,12 +34,17 @@ from toolkit.hardware import cpu_flags  # noqa: E402  (pure: no torch)
 
 # The figure each task's runs are ranked by, with its CI key, and the figures shown beside it.
 METRICS = {
-    "segment_classification": ("jaccard_f1", "Jaccard F1", ("macro_aupr", "jaccard_precision", "jaccard_recall")),
+    "segment_classification": (
+        "jaccard_f1",
+        "Jaccard F1",
+        ("macro_aupr", "macro_precision_at_80_recall", "jaccard_precision", "jaccard_recall"),
+    ),
     "token_classification": ("span_f1", "span F1", ("span_precision", "span_recall", "boundary_both_recall")),
     "span_generation": ("jaccard_f1", "Jaccard F1", ("span_f1", "jaccard_recall", "boundary_both_recall")),
 }
 LABELS = {
     "macro_aupr": "macro AUPR",
+    "macro_precision_at_80_recall": "P@80R",
     "jaccard_precision": "P",
     "jaccard_recall": "R",
     "span_precision": "P",
