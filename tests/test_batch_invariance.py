@@ -14,6 +14,20 @@ def _texts():
     return [json.loads(line)["text"] for line in dev.open(encoding="utf-8")]
 
 
+@pytest.fixture(scope="module")
+def exported(tiny_mlm_run, tiny_mlm_artifact, tmp_path_factory):
+    """Each export path's artifact of the tiny tagger, made once for the module's tests."""
+    made = {"onnx_fp32": tiny_mlm_artifact}
+
+    def artifact(path: str):
+        if path not in made:
+            made[path] = tmp_path_factory.mktemp("exported") / path
+            export_run(tiny_mlm_run, made[path], precision=path, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
+        return made[path]
+
+    return artifact
+
+
 def _answers(predictor, texts, target: int):
     """The target document's spans, alone and inside three different batches."""
     doc = texts[target]
@@ -27,7 +41,7 @@ def _answers(predictor, texts, target: int):
 
 
 @pytest.mark.parametrize("path", list(PATHS))
-def test_exported_tagger_answers_do_not_depend_on_the_batch(path, tiny_mlm_run, tiny_mlm_artifact, tmp_path):
+def test_exported_tagger_answers_do_not_depend_on_the_batch(path, exported):
     """Every path an export can package: bit-identical spans and scores alone and in any batch (onnx_int8
     scales activations per row block, openvino_int8 with calibrated static scales; PyTorch and OpenVINO paths
     run a window per forward pass)."""
@@ -35,11 +49,7 @@ def test_exported_tagger_answers_do_not_depend_on_the_batch(path, tiny_mlm_run, 
 
     if path.endswith("bf16") and not describe()["bf16"]:
         pytest.skip("this machine has no bf16 units: the bf16 path is not exported here")
-    artifact = tiny_mlm_artifact
-    if path != "onnx_fp32":
-        artifact = tmp_path / path
-        export_run(tiny_mlm_run, artifact, precision=path, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
-    predictor = load_predictor(artifact)
+    predictor = load_predictor(exported(path))
     texts = _texts()
     for target in (0, 5):
         alone, *batched = _answers(predictor, texts, target)
@@ -61,7 +71,7 @@ def test_pytorch_tagger_answers_differ_by_rounding_only(tiny_mlm_run):
 
 
 @pytest.mark.parametrize("path", ["openvino_fp32", "openvino_int8"])
-def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, tiny_mlm_run, tmp_path):
+def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, exported):
     """Many windows run on one stream per thread (one thread each); every window's logits equal those of its
     own call on the single two-thread stream, bit for bit."""
     import numpy as np
@@ -70,8 +80,7 @@ def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, tiny
     from toolkit.infer.openvino_model import PAD_MULTIPLE, STATIC_MAX_WIDTH, OpenVINOTokenClassifier
     from toolkit.rundir import ExportInfo
 
-    export_run(tiny_mlm_run, tmp_path / path, precision=path, parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
-    predictor = load_predictor(tmp_path / path)
+    predictor = load_predictor(exported(path))
     model = predictor.model
     assert isinstance(model, OpenVINOTokenClassifier)
     # The artifact runs at the padding its export measured; one saved before the key existed, at 64.
