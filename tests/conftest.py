@@ -128,6 +128,36 @@ def tiny_mlm_run(tiny_bert, tmp_path_factory) -> Path:
     return out / "demo_mlm"
 
 
+# span_generation overrides with which the tiny decoder learns two clinical sample documents by heart.
+CLM = [
+    "data.train=sample:clinical_train",
+    "data.dev=sample:clinical_train",
+    "data.max_train_docs=2",
+    "data.max_dev_docs=2",
+    "train.epochs=150",
+    "train.learning_rate=5e-3",
+    "train.batch_size=2",
+    "model.lora.enabled=false",
+    "train.warmup_ratio=0",
+    "train.eval_every=150",
+    "eval.bootstrap=10",
+    "generation.max_new_tokens=96",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_clm_run(tiny_llama, tmp_path_factory) -> Path:
+    """The tiny decoder trained on two clinical sample documents (CLM): trained once, read by the tests of its
+    results and of its export."""
+    from toolkit.config import load_recipe
+    from toolkit.tasks import run_recipe
+
+    out = tmp_path_factory.mktemp("tiny_clm_run")
+    recipe = load_recipe(REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={out}", *CLM])
+    run_recipe(recipe, out / "demo_clm")
+    return out / "demo_clm"
+
+
 @pytest.fixture(scope="session")
 def tiny_mlm_artifact(tiny_mlm_run, tmp_path_factory) -> Path:
     from toolkit.deploy.export import export_run

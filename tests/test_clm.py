@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import OVERFIT_FIVE, REPO
+from conftest import CLM, OVERFIT_FIVE, REPO
 
 from toolkit.config import load_recipe
 from toolkit.data.sample import SAMPLE_DIR
@@ -131,30 +131,44 @@ def test_spans_longer_than_a_window_are_reported(tiny_llama):
     assert report.windows > 1 and report.spans_not_representable == 1
 
 
-CLM = [
-    "data.train=sample:clinical_train",
-    "data.dev=sample:clinical_train",
-    "data.max_train_docs=2",
-    "data.max_dev_docs=2",
-    "train.epochs=150",
-    "train.learning_rate=5e-3",
-    "train.batch_size=2",
-    "model.lora.enabled=false",
-    "train.warmup_ratio=0",
-    "train.eval_every=150",
-    "eval.bootstrap=10",
-    "generation.max_new_tokens=96",
-]
+def test_tiny_decoder_overfits_two_documents(tiny_clm_run):
+    metrics = json.loads((tiny_clm_run / "metrics.json").read_text())
+    assert metrics["summary"]["span_f1"] == 1.0 and metrics["run"]["hallucinated_spans"] == 0
+    assert (tiny_clm_run / "model" / "toolkit.json").is_file()
+    assert (tiny_clm_run / "hallucinations.jsonl").is_file()
 
 
-def test_tiny_decoder_overfits_two_documents(tiny_llama, tmp_path):
-    recipe = load_recipe(
-        REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM]
+def test_clm_artifact_generates_through_onnx_runtime(tiny_clm_run, tmp_path):
+    """The trained decoder exported (beside its training tests, so the run is trained once per worker)."""
+    from toolkit.deploy.export import ParityBudgets, export_run
+    from toolkit.infer import load_predictor
+
+    manifest = export_run(tiny_clm_run, tmp_path / "clm_art", precision="fp32", parity_docs=2)
+    assert manifest["task"] == "span_generation"
+    assert manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3
+    f1 = manifest["parity"]["pytorch_span_f1"]
+    assert manifest["parity"]["onnx_fp32"]["span_f1"] == f1 and f1 >= 0.9
+    generator = load_predictor(tmp_path / "clm_art")
+    from toolkit.data.records import load_records
+
+    texts = [r.text for r in load_records("sample:clinical_train", 2)]
+    # Constrained copy decoding runs on the ONNX decoder too: nothing unlocatable is generated.
+    spans = generator.predict(texts, constrained=True)
+    assert generator.last_report["hallucinated_spans"] == 0 and any(spans)
+    # int8 decoders export too (budget relaxed: a tiny overfit model is not a quality test).
+    int8 = export_run(
+        tiny_clm_run,
+        tmp_path / "clm_int8",
+        precision="int8",
+        parity_docs=2,
+        budgets=ParityBudgets(max_f1_drop=1.0),
     )
-    result = run_recipe(recipe, tmp_path / "demo_clm")
-    assert result.summary["span_f1"] == 1.0 and result.run["hallucinated_spans"] == 0
-    assert (tmp_path / "demo_clm" / "model" / "toolkit.json").is_file()
-    assert (tmp_path / "demo_clm" / "hallucinations.jsonl").is_file()
+    assert int8["precision"] == "int8" and "blocks" in int8["parity"]["onnx_int8"]["scheme"]
+    assert int8["files"]["model.onnx"]["bytes"] < manifest["files"]["model.onnx"]["bytes"]
+    # int8 activations are scaled per row: a document's generated spans are the same alone and batched.
+    quantized = load_predictor(tmp_path / "clm_int8")
+    alone = quantized.predict(texts[:1], batch_size=8)
+    assert quantized.predict([texts[1], texts[0]], batch_size=8)[1] == alone[0]
 
 
 def test_lora_clm_trains_adapters_only(tiny_llama, tmp_path):

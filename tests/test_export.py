@@ -138,45 +138,6 @@ def test_cli_export_reports_parity(tiny_mlm_run, tmp_path):
     assert bad.exit_code == 1 and "int4" in bad.stderr and "Traceback" not in bad.output
 
 
-def test_clm_artifact_generates_through_onnx_runtime(tiny_llama, tmp_path):
-    from test_clm import CLM
-
-    from toolkit.config import load_recipe
-    from toolkit.infer import load_predictor
-    from toolkit.tasks import run_recipe
-
-    recipe = load_recipe(
-        REPO / "recipes" / "demo_clm.yaml", [f"model.name={tiny_llama}", f"output_dir={tmp_path}", *CLM]
-    )
-    run_recipe(recipe, tmp_path / "demo_clm")
-    manifest = export_run(tmp_path / "demo_clm", tmp_path / "clm_art", precision="fp32", parity_docs=2)
-    assert manifest["task"] == "span_generation"
-    assert manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3
-    f1 = manifest["parity"]["pytorch_span_f1"]
-    assert manifest["parity"]["onnx_fp32"]["span_f1"] == f1 and f1 >= 0.9
-    generator = load_predictor(tmp_path / "clm_art")
-    from toolkit.data.records import load_records
-
-    texts = [r.text for r in load_records("sample:clinical_train", 2)]
-    # Constrained copy decoding runs on the ONNX decoder too: nothing unlocatable is generated.
-    spans = generator.predict(texts, constrained=True)
-    assert generator.last_report["hallucinated_spans"] == 0 and any(spans)
-    # int8 decoders export too (budget relaxed: a tiny overfit model is not a quality test).
-    int8 = export_run(
-        tmp_path / "demo_clm",
-        tmp_path / "clm_int8",
-        precision="int8",
-        parity_docs=2,
-        budgets=ParityBudgets(max_f1_drop=1.0),
-    )
-    assert int8["precision"] == "int8" and "blocks" in int8["parity"]["onnx_int8"]["scheme"]
-    assert int8["files"]["model.onnx"]["bytes"] < manifest["files"]["model.onnx"]["bytes"]
-    # int8 activations are scaled per row: a document's generated spans are the same alone and batched.
-    quantized = load_predictor(tmp_path / "clm_int8")
-    alone = quantized.predict(texts[:1], batch_size=8)
-    assert quantized.predict([texts[1], texts[0]], batch_size=8)[1] == alone[0]
-
-
 def test_lora_run_exports_merged_with_parity(tiny_bert, tmp_path):
     from toolkit.config import load_recipe
     from toolkit.tasks import run_recipe
