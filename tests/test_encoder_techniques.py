@@ -235,3 +235,30 @@ def test_tiny_run_with_every_option(tiny_bert, tmp_path):
     export_run(tmp_path / "demo_mlm", tmp_path / "artifact", precision="fp32", parity_docs=2)
     assert Tagger.load(tmp_path / "artifact").space.decoding == "viterbi"
     assert json.loads((tmp_path / "artifact" / "manifest.json").read_text())["decoding"] == "viterbi"
+
+
+def test_train_layers_freezes_the_embeddings_and_lower_layers_and_trains_the_top(tiny_bert, tmp_path):
+    """model.train_layers=1 on a two-layer encoder: after training, the embeddings and layer 0 are the
+    pretrained weights bit for bit, layer 1 and the head moved, and the plan counts only what trained."""
+    import torch
+    from transformers import AutoModel
+
+    from toolkit.tasks import run_recipe
+
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *OVERFIT_FIVE, "eval.bootstrap=0"]
+    with pytest.raises(ConfigError, match="model.train_layers"):
+        load_recipe(REPO / "recipes" / "demo_mlm.yaml", [*overrides, "model.train_layers=1", "model.lora.enabled=true"])
+    cfg = load_recipe(REPO / "recipes" / "demo_mlm.yaml", [*overrides, "model.train_layers=1", "train.max_steps=4"])
+    run_recipe(cfg, tmp_path / "top")
+    before = AutoModel.from_pretrained(tiny_bert).state_dict()
+    from safetensors.torch import load_file
+
+    after = {k.removeprefix("bert."): v for k, v in load_file(tmp_path / "top" / "model" / "model.safetensors").items()}
+    frozen = [k for k in before if k.startswith("embeddings.") or k.startswith("encoder.layer.0.")]
+    top = [k for k in before if k.startswith("encoder.layer.1.") and k.endswith("weight")]
+    assert frozen and top
+    assert all(torch.equal(before[k], after[k]) for k in frozen)
+    assert all(not torch.equal(before[k], after[k]) for k in top)
+    plan = json.loads((tmp_path / "top" / "data_report.json").read_text())
+    assert plan["trainable_parameters"] < plan["parameters"]
+    assert plan["trainable_parameters"] == plan["parameters"] - sum(before[k].numel() for k in frozen)

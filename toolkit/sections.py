@@ -175,6 +175,25 @@ class ClassifierModelConfig(ModelConfig):
     bidirectional_layers: int | None = Field(
         default=None, ge=1, description="attention=bidirectional: only the last N layers (None: all)."
     )
+    train_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Fine-tune only the last N transformer layers and the head; the embeddings and the layers below stay "
+            "frozen, so backpropagation stops at layer N from the top and a step costs less (None, or N at or "
+            "above the model's layer count: every weight). For a base-size encoder on CPU; LoRA has its own "
+            "model.lora.top_layers."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _train_layers_without_lora(self) -> ClassifierModelConfig:
+        if self.train_layers is not None and self.lora.enabled:
+            raise ValueError(
+                "model.train_layers fine-tunes the top layers' weights and model.lora.enabled trains adapters: keep "
+                "one (model.lora.top_layers limits the adapters to the top layers)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _layers_need_bidirectional(self) -> ClassifierModelConfig:

@@ -54,6 +54,26 @@ def add_embedding_dropout(model, p: float):
     return model.get_input_embeddings().register_forward_hook(hook)
 
 
+def freeze_below_top_layers(model, top: int) -> list[str]:
+    """model.train_layers: freeze the embeddings and every transformer layer below the last `top` (depths as
+    the layer-wise learning rates count them); the layers above, final norms and the head stay trainable.
+    Returns the frozen parameters' names."""
+    from toolkit.tasks.optimization import parameter_depth
+
+    layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+    if not layers:
+        raise ConfigError(
+            "model.train_layers: this model's config does not say how many layers it has",
+            fix="remove model.train_layers",
+        )
+    frozen = []
+    for name, parameter in model.named_parameters():
+        if parameter_depth(name, layers) <= layers - top:
+            parameter.requires_grad_(False)
+            frozen.append(name)
+    return frozen
+
+
 def build_token_model(cfg: ClassifierModelConfig, space: LabelSpace):
     """(model, tokenizer) for token classification; LoRA-wrapped when enabled."""
     return _token_classifier(cfg, space.output_names())
@@ -92,6 +112,8 @@ def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
 
         make_bidirectional(model, cfg.bidirectional_layers)
     add_embedding_dropout(model, cfg.dropout.embedding)
+    if cfg.train_layers is not None:
+        freeze_below_top_layers(model, cfg.train_layers)
     if cfg.lora.enabled:
         from peft import TaskType, get_peft_model
 
