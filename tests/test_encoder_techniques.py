@@ -262,3 +262,16 @@ def test_train_layers_freezes_the_embeddings_and_lower_layers_and_trains_the_top
     plan = json.loads((tmp_path / "top" / "data_report.json").read_text())
     assert plan["trainable_parameters"] < plan["parameters"]
     assert plan["trainable_parameters"] == plan["parameters"] - sum(before[k].numel() for k in frozen)
+
+
+def test_lora_adapts_attention_projections_where_peft_has_no_default():
+    """peft knows BERT's and Llama's projections; MPNet's and DistilBERT's come from the toolkit; an unknown
+    architecture is a config error that asks for model.lora.target_modules (not peft's ValueError)."""
+    from types import SimpleNamespace
+
+    from toolkit.tasks.models import default_lora_targets
+
+    assert default_lora_targets(SimpleNamespace(model_type="bert")) is None  # peft's own default
+    assert default_lora_targets(SimpleNamespace(model_type="mpnet")) == ["q", "v"]
+    with pytest.raises(ConfigError, match="model.lora.target_modules"):
+        default_lora_targets(SimpleNamespace(model_type="made_up"))

@@ -175,6 +175,27 @@ def build_causal_model(m: ModelConfig, quantization: str = "none"):
     return model, tokenizer
 
 
+# Attention projections to adapt where peft has no default for the architecture (peft then raises "Please
+# specify target_modules"); the query and value projections, as peft's defaults for BERT and Llama.
+EXTRA_LORA_TARGETS = {"mpnet": ["q", "v"], "distilbert": ["q_lin", "v_lin"]}
+
+
+def default_lora_targets(config) -> list[str] | None:
+    """The modules LoRA adapts when model.lora.target_modules is unset: peft's default for the architecture
+    (None lets peft choose), else this project's, else a config error that asks for them."""
+    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_DEFAULTS
+
+    kind = getattr(config, "model_type", "")
+    if kind in PEFT_DEFAULTS:
+        return None
+    if kind in EXTRA_LORA_TARGETS:
+        return EXTRA_LORA_TARGETS[kind]
+    raise ConfigError(
+        f"model.lora: peft has no default modules to adapt in a {kind!r} model",
+        fix="set model.lora.target_modules to its attention projections' names, e.g. [query, value]",
+    )
+
+
 def lora_config(lora: LoraConfigModel, task_type, config, **extra):
     """peft's LoraConfig for a recipe's `model.lora`; `top_layers` becomes the indices of the last N layers."""
     from peft import LoraConfig
@@ -194,7 +215,7 @@ def lora_config(lora: LoraConfigModel, task_type, config, **extra):
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
+        target_modules=lora.target_modules or default_lora_targets(config),
         layers_to_transform=layers,
         **extra,
     )
