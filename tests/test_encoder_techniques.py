@@ -273,5 +273,6 @@ def test_lora_adapts_attention_projections_where_peft_has_no_default():
 
     assert default_lora_targets(SimpleNamespace(model_type="bert")) is None  # peft's own default
     assert default_lora_targets(SimpleNamespace(model_type="mpnet")) == ["q", "v"]
-    with pytest.raises(ConfigError, match="model.lora.target_modules"):
+    with pytest.raises(ConfigError, match="no default modules to adapt in a 'made_up' model") as e:
         default_lora_targets(SimpleNamespace(model_type="made_up"))
+    assert "model.lora.target_modules" in str(e.value.fix)
