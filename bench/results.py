@@ -62,7 +62,9 @@ class Record(BaseModel):
     system: str = Field(description="What was run, as a reader names it (recipe, model, variant).")
     metric: str
     value: float
-    unit: str | None = Field(default=None, description='None for a score in [0, 1]; "s" for a time.')
+    unit: str | None = Field(
+        default=None, description='None for a score in [0, 1]; "s" for a time; "tokens/s" for a training speed.'
+    )
     ci95: tuple[float, float] | None = None
     others: dict[str, float] = Field(default_factory=dict)
     documents: int | None = None
@@ -143,6 +145,8 @@ def _cpu(r: Record) -> str:
 def _figure(r: Record) -> str:
     if r.unit == "s":
         return _seconds(r.value)
+    if r.unit == "tokens/s":
+        return f"{r.value:.0f} tokens/s"
     ci = f" ({r.ci95[0]:.3f}-{r.ci95[1]:.3f})" if r.ci95 else ""
     return f"{r.value:.3f}{ci}"
 
@@ -171,7 +175,7 @@ def render_page(records: list[Record]) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         for r in rows:
-            also = ", ".join(f"{k} {v:.3f}" for k, v in r.others.items())
+            also = ", ".join(f"{k} {v:.3f}" if abs(v) < 10 else f"{k} {v:.0f}" for k, v in r.others.items())
             inference = f"{_seconds(r.inference_seconds)} for {r.documents} docs" if r.inference_seconds else ""
             lines.append(
                 f"| {r.system} | {r.metric} {_figure(r)} | {also} | {_seconds(r.train_seconds)} | {inference} | "
@@ -219,6 +223,14 @@ def main() -> int:
     timing.add_argument("--id", required=True)
     timing.add_argument("--headline", action="store_true")
     timing.add_argument("--note")
+    speed = sub.add_parser("throughput", help="write bench/results/<id>.json from a train_throughput.py line")
+    speed.add_argument("line", type=Path, help="a file holding train_throughput.py's JSON output line")
+    speed.add_argument("--table", required=True)
+    speed.add_argument("--system", required=True)
+    speed.add_argument("--command", dest="run_command", required=True)
+    speed.add_argument("--id", required=True)
+    speed.add_argument("--commit", help="the commit it was measured at (default: HEAD)")
+    speed.add_argument("--note")
     page = sub.add_parser("page", help="rewrite docs/results.md and the README's headline table")
     page.add_argument("--check", action="store_true", help="exit 1 when either is not what the records give")
     args = parser.parse_args()
@@ -247,6 +259,40 @@ def main() -> int:
             date=dt.date.today().isoformat(),
             headline=args.headline,
             note=args.note,
+        )
+        out = RECORDS / f"{args.id}.json"
+        out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out.relative_to(ROOT)}: {r.system} {_figure(r)}")
+        return 0
+
+    if args.command == "throughput":
+        measured = json.loads(args.line.read_text(encoding="utf-8").strip().splitlines()[-1])
+        model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+        padding = 1 - measured["real_tokens"] / measured["padded_tokens"]
+        r = Record(
+            table=args.table,
+            system=args.system,
+            metric="training",
+            value=measured["trainer_tokens_per_s"],
+            unit="tokens/s",
+            others={
+                "plain loop tokens/s": measured["plain_tokens_per_s"],
+                "s/step": measured["trainer_seconds_per_step"],
+            },
+            cpu=model,
+            cpu_flags=flags,
+            command=args.run_command,
+            commit=args.commit or _git("rev-parse", "--short", "HEAD"),
+            date=dt.date.today().isoformat(),
+            note="; ".join(
+                n
+                for n in (
+                    f"{measured['steps']} steps, {measured['real_tokens']} real tokens, {padding:.0%} padding, "
+                    f"{'bf16' if measured['bf16'] else 'fp32'}",
+                    args.note,
+                )
+                if n
+            ),
         )
         out = RECORDS / f"{args.id}.json"
         out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
