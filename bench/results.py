@@ -4,6 +4,8 @@ is typed by hand.
 
     python bench/results.py record RUN_DIR --table "CUAD, 4 clause types (dev)" --system "..." \\
         --command "toolkit run recipes/cuad_clauses_segments_mlm.yaml" [--id NAME] [--headline]
+    python bench/results.py throughput LINE.json --table ... --system ... --id ... --command ...
+    python bench/results.py serving bench/out/serve_service.json --table ... --system ... --id ... --command ...
     python bench/results.py page            # rewrite docs/results.md and the README's headline table
     python bench/results.py page --check    # exit 1 when either differs from the records (a fast test runs it)
 
@@ -63,7 +65,8 @@ class Record(BaseModel):
     metric: str
     value: float
     unit: str | None = Field(
-        default=None, description='None for a score in [0, 1]; "s" for a time; "tokens/s" for a training speed.'
+        default=None,
+        description='None for a score in [0, 1]; "s" for a time; "tokens/s" for a training speed; "ms" for a latency.',
     )
     ci95: tuple[float, float] | None = None
     others: dict[str, float] = Field(default_factory=dict)
@@ -100,13 +103,17 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
         if combination
         else None
     )
+    others = {LABELS[k]: values[k] for k in shown if values.get(k) is not None}
+    per_label = metrics.get("per_label") or {}
+    if task == "token_classification" and 2 <= len(per_label) <= 4:  # e.g. BC5CDR's Chemical and Disease
+        others |= {f"{label} F1": row["f1"] for label, row in sorted(per_label.items())}
     return Record(
         table=table,
         system=system,
         metric=name,
         value=summary[key],
         ci95=tuple(ci) if ci else None,
-        others={LABELS[k]: values[k] for k in shown if values.get(k) is not None},
+        others=others,
         documents=metrics["counts"]["documents"],
         train_seconds=metrics["run"].get("train_seconds"),
         inference_seconds=metrics["run"].get("eval_seconds"),
@@ -116,6 +123,43 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
         commit=commit or _git("rev-parse", "--short", "HEAD"),
         date=dt.date.today().isoformat(),
         note=note,
+    )
+
+
+def serving_record(result: dict, table: str, system: str) -> Record:
+    """A record of `serve_bench.py service` output: the median latency of one client's single-document
+    requests, with docs/s at one client and at the most clients, and the answers that differed or failed."""
+    loads = {row["clients"]: row for key, row in result.items() if key.startswith("threads_")}
+    if 1 not in loads or len(loads) < 2:
+        raise SystemExit(
+            "serving: the result needs a 1-client load and a concurrent one (serve_bench.py --clients 1 32)"
+        )
+    one, most = loads[1], loads[max(loads)]
+    requests = sum(row["requests"] for row in loads.values())
+    errors = sum(row["errors"] for row in loads.values())
+    differ = requests - errors - sum(row["answers_equal_single"] for row in loads.values())
+    manifest = json.loads((Path(result["artifact"]) / "manifest.json").read_text(encoding="utf-8"))
+    model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    return Record(
+        table=table,
+        system=system,
+        metric="served latency p50",
+        value=one["p50_ms"],
+        unit="ms",
+        others={
+            "p95 ms": one["p95_ms"],
+            "docs/s, 1 client": one["docs_per_s"],
+            f"docs/s, {most['clients']} clients": most["docs_per_s"],
+        },
+        documents=result["documents"],
+        cpu=model,
+        cpu_flags=flags,
+        command="",
+        commit=_git("rev-parse", "--short", "HEAD"),
+        date=dt.date.today().isoformat(),
+        note=(
+            f"path {manifest['path']}; {requests} requests, {errors} errors, {differ} answers unlike the single request"
+        ),
     )
 
 
@@ -147,6 +191,8 @@ def _figure(r: Record) -> str:
         return _seconds(r.value)
     if r.unit == "tokens/s":
         return f"{r.value:.0f} tokens/s"
+    if r.unit == "ms":
+        return f"{r.value:.0f} ms"
     ci = f" ({r.ci95[0]:.3f}-{r.ci95[1]:.3f})" if r.ci95 else ""
     return f"{r.value:.3f}{ci}"
 
@@ -231,6 +277,13 @@ def main() -> int:
     speed.add_argument("--id", required=True)
     speed.add_argument("--commit", help="the commit it was measured at (default: HEAD)")
     speed.add_argument("--note")
+    served = sub.add_parser("serving", help="write bench/results/<id>.json from serve_bench.py service's JSON")
+    served.add_argument("result", type=Path, help="bench/out/serve_service.json (clients 1 and at least one more)")
+    served.add_argument("--table", required=True)
+    served.add_argument("--system", required=True)
+    served.add_argument("--command", dest="run_command", required=True)
+    served.add_argument("--id", required=True)
+    served.add_argument("--note")
     page = sub.add_parser("page", help="rewrite docs/results.md and the README's headline table")
     page.add_argument("--check", action="store_true", help="exit 1 when either is not what the records give")
     args = parser.parse_args()
@@ -288,12 +341,25 @@ def main() -> int:
                 n
                 for n in (
                     f"{measured['steps']} steps, {measured['real_tokens']} real tokens, {padding:.0%} padding, "
-                    f"{'bf16' if measured['bf16'] else 'fp32'}",
+                    f"{'bf16' if measured['bf16'] else 'fp32'}"
+                    + (
+                        f"; {measured['epoch_padding_share']:.1%} padding over an epoch"
+                        if "epoch_padding_share" in measured
+                        else ""
+                    ),
                     args.note,
                 )
                 if n
             ),
         )
+        out = RECORDS / f"{args.id}.json"
+        out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out.relative_to(ROOT)}: {r.system} {_figure(r)}")
+        return 0
+
+    if args.command == "serving":
+        r = serving_record(json.loads(args.result.read_text(encoding="utf-8")), args.table, args.system)
+        r.command, r.note = args.run_command, "; ".join(n for n in (r.note, args.note) if n)
         out = RECORDS / f"{args.id}.json"
         out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
         print(f"wrote {out.relative_to(ROOT)}: {r.system} {_figure(r)}")

@@ -9,7 +9,8 @@ windows, collator, length grouping and padding):
   trainer  the recipe's Trainer with evaluation, checkpoints and logging off (max_steps = --steps)
   recipe   the recipe's Trainer as configured (evaluation every epoch is outside these steps, so the
            figure to compare with a finished run is its train_tokens_per_second, which includes them)
-Tokens are real (non-padding) tokens.
+Tokens are real (non-padding) tokens. `epoch_padding_share` is the share of padding over one whole epoch of
+the same dataloader (collated, not run).
 """
 
 from __future__ import annotations
@@ -52,11 +53,14 @@ def main() -> None:
     prepared = flow.prepare(recipe)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = flow.trainer(recipe, Path(tmp), prepared)
-        batches = []
+        batches, epoch_real, epoch_padded = [], 0, 0
+        # A whole epoch's batches, collated but not run: the padding share that length grouping
+        # (train.group_by_length) saves shows over an epoch, not in the first steps alone.
         for i, batch in enumerate(trainer.get_train_dataloader()):
-            if i == args.steps:
-                break
-            batches.append(batch)
+            if i < args.steps:
+                batches.append(batch)
+            epoch_real += int(batch["attention_mask"].sum())
+            epoch_padded += batch["attention_mask"].numel()
         tokens = sum(int(b["attention_mask"].sum()) for b in batches)
         padded = sum(b["attention_mask"].numel() for b in batches)
         model = trainer.model
@@ -104,6 +108,8 @@ def main() -> None:
                 "steps": args.steps,
                 "real_tokens": tokens,
                 "padded_tokens": padded,
+                "epoch_real_tokens": epoch_real,
+                "epoch_padding_share": round(1 - epoch_real / epoch_padded, 4),
                 "plain_tokens_per_s": round(tokens / plain, 1),
                 "trainer_tokens_per_s": round(tokens / trained, 1),
                 "trainer_over_plain": round(plain / trained, 3),

@@ -95,6 +95,35 @@ def test_the_headline_table_shows_only_records_marked_headline():
     assert table.count("\n| ") == 1 + len(marked)  # the header row, then one row per marked record
 
 
+def _load_row(clients: int, requests: int, errors: int, equal: int, p50: float) -> dict:
+    return {
+        "clients": clients,
+        "requests": requests,
+        "errors": errors,
+        "answers_equal_single": equal,
+        "docs_per_s": 4.0 * clients**0.5,
+        "p50_ms": p50,
+        "p95_ms": 2 * p50,
+    }
+
+
+def test_a_serving_record_counts_every_request_that_failed_or_differed(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"path": "onnx_int8"}))
+    result = {
+        "artifact": str(tmp_path),
+        "documents": 100,
+        "threads_0_clients_1": _load_row(1, 20, 0, 20, 210.0),
+        "threads_0_clients_32": _load_row(32, 640, 2, 637, 900.0),
+    }
+    r = results.serving_record(result, "BC5CDR (dev)", "mpnet")
+    assert (r.value, r.unit, r.documents) == (210.0, "ms", 100)
+    assert r.others == {"p95 ms": 420.0, "docs/s, 1 client": 4.0, "docs/s, 32 clients": 4.0 * 32**0.5}
+    assert r.note == "path onnx_int8; 660 requests, 2 errors, 1 answers unlike the single request"
+    assert results._figure(r) == "210 ms"
+    with pytest.raises(SystemExit, match="1-client load"):
+        results.serving_record({**result, "threads_0_clients_1": _load_row(8, 80, 0, 80, 300.0)}, "t", "s")
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
