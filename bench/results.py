@@ -86,6 +86,18 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _this_cpu() -> tuple[str, list[str]]:
+    """This machine's CPU model and its flags that matter for speed."""
+    return cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+
+
+def _write(r: Record, name: str) -> int:
+    out = RECORDS / f"{name}.json"
+    out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)}: {r.system} {r.metric} {_figure(r)}")
+    return 0
+
+
 def record_from_run(run: Path, table: str, system: str, command: str, commit: str | None) -> Record:
     """A record of a finished run directory, on this machine."""
     metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
@@ -93,7 +105,7 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
     key, name, shown = METRICS[task]
     summary, ranking = metrics["summary"], metrics.get("ranking") or {}
     values = {**summary, **{f"macro_{k}": v for k, v in (ranking.get("macro") or {}).items()}}
-    model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    model, flags = _this_cpu()
     ci = metrics.get("ci95", {}).get(key)
     combination = metrics["run"].get("combination") or {}
     kept = sorted(k for k, v in combination.items() if v["uses"] != "linear")
@@ -126,10 +138,13 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
     )
 
 
-def serving_record(result: dict, table: str, system: str) -> Record:
+def serving_record(result: dict, table: str, system: str, command: str, note: str | None = None) -> Record:
     """A record of `serve_bench.py service` output: the median latency of one client's single-document
     requests, with docs/s at one client and at the most clients, and the answers that differed or failed."""
-    loads = {row["clients"]: row for key, row in result.items() if key.startswith("threads_")}
+    rows = [row for key, row in result.items() if key.startswith("threads_")]
+    if len({row["model_threads"] for row in rows}) > 1:
+        raise SystemExit("serving: the result holds several --model-threads values; record one at a time")
+    loads = {row["clients"]: row for row in rows}
     if 1 not in loads or len(loads) < 2:
         raise SystemExit(
             "serving: the result needs a 1-client load and a concurrent one (serve_bench.py --clients 1 32)"
@@ -139,7 +154,7 @@ def serving_record(result: dict, table: str, system: str) -> Record:
     errors = sum(row["errors"] for row in loads.values())
     differ = requests - errors - sum(row["answers_equal_single"] for row in loads.values())
     manifest = json.loads((Path(result["artifact"]) / "manifest.json").read_text(encoding="utf-8"))
-    model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    model, flags = _this_cpu()
     return Record(
         table=table,
         system=system,
@@ -154,11 +169,17 @@ def serving_record(result: dict, table: str, system: str) -> Record:
         documents=result["documents"],
         cpu=model,
         cpu_flags=flags,
-        command="",
+        command=command,
         commit=_git("rev-parse", "--short", "HEAD"),
         date=dt.date.today().isoformat(),
-        note=(
-            f"path {manifest['path']}; {requests} requests, {errors} errors, {differ} answers unlike the single request"
+        note="; ".join(
+            n
+            for n in (
+                f"path {manifest['path']}; {requests} requests, {errors} errors, "
+                f"{differ} answers unlike the single request",
+                note,
+            )
+            if n
         ),
     )
 
@@ -292,13 +313,10 @@ def main() -> int:
         r = record_from_run(args.run, args.table, args.system, args.run_command, args.commit)
         r.headline = args.headline
         r.note = "; ".join(n for n in (r.note, args.note) if n) or None
-        out = RECORDS / f"{args.id or args.run.name}.json"
-        out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {out.relative_to(ROOT)}: {r.system} {r.metric} {_figure(r)}")
-        return 0
+        return _write(r, args.id or args.run.name)
 
     if args.command == "timing":
-        model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+        model, flags = _this_cpu()
         r = Record(
             table=args.table,
             system=args.system,
@@ -313,14 +331,11 @@ def main() -> int:
             headline=args.headline,
             note=args.note,
         )
-        out = RECORDS / f"{args.id}.json"
-        out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {out.relative_to(ROOT)}: {r.system} {_figure(r)}")
-        return 0
+        return _write(r, args.id)
 
     if args.command == "throughput":
         measured = json.loads(args.line.read_text(encoding="utf-8").strip().splitlines()[-1])
-        model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+        model, flags = _this_cpu()
         padding = 1 - measured["real_tokens"] / measured["padded_tokens"]
         r = Record(
             table=args.table,
@@ -352,18 +367,12 @@ def main() -> int:
                 if n
             ),
         )
-        out = RECORDS / f"{args.id}.json"
-        out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {out.relative_to(ROOT)}: {r.system} {_figure(r)}")
-        return 0
+        return _write(r, args.id)
 
     if args.command == "serving":
-        r = serving_record(json.loads(args.result.read_text(encoding="utf-8")), args.table, args.system)
-        r.command, r.note = args.run_command, "; ".join(n for n in (r.note, args.note) if n)
-        out = RECORDS / f"{args.id}.json"
-        out.write_text(r.model_dump_json(indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {out.relative_to(ROOT)}: {r.system} {_figure(r)}")
-        return 0
+        result = json.loads(args.result.read_text(encoding="utf-8"))
+        r = serving_record(result, args.table, args.system, args.run_command, args.note)
+        return _write(r, args.id)
 
     records = load_records()
     headline = render_headline(records)

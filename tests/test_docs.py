@@ -95,8 +95,9 @@ def test_the_headline_table_shows_only_records_marked_headline():
     assert table.count("\n| ") == 1 + len(marked)  # the header row, then one row per marked record
 
 
-def _load_row(clients: int, requests: int, errors: int, equal: int, p50: float) -> dict:
+def _load_row(clients: int, requests: int, errors: int, equal: int, p50: float, threads: int = 0) -> dict:
     return {
+        "model_threads": threads,
         "clients": clients,
         "requests": requests,
         "errors": errors,
@@ -115,13 +116,15 @@ def test_a_serving_record_counts_every_request_that_failed_or_differed(tmp_path)
         "threads_0_clients_1": _load_row(1, 20, 0, 20, 210.0),
         "threads_0_clients_32": _load_row(32, 640, 2, 637, 900.0),
     }
-    r = results.serving_record(result, "BC5CDR (dev)", "mpnet")
+    r = results.serving_record(result, "BC5CDR (dev)", "mpnet", "serve_bench.py service RUN")
     assert (r.value, r.unit, r.documents) == (210.0, "ms", 100)
     assert r.others == {"p95 ms": 420.0, "docs/s, 1 client": 4.0, "docs/s, 32 clients": 4.0 * 32**0.5}
     assert r.note == "path onnx_int8; 660 requests, 2 errors, 1 answers unlike the single request"
-    assert results._figure(r) == "210 ms"
+    assert results._figure(r) == "210 ms" and r.command == "serve_bench.py service RUN"
     with pytest.raises(SystemExit, match="1-client load"):
-        results.serving_record({**result, "threads_0_clients_1": _load_row(8, 80, 0, 80, 300.0)}, "t", "s")
+        results.serving_record({**result, "threads_0_clients_1": _load_row(8, 80, 0, 80, 300.0)}, "t", "s", "c")
+    with pytest.raises(SystemExit, match="several --model-threads"):
+        results.serving_record({**result, "threads_1_clients_1": _load_row(1, 20, 0, 20, 300.0, 1)}, "t", "s", "c")
 
 
 @pytest.fixture(scope="module")
