@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolkit.data.schema import Span
 from toolkit.evaluate.ranking import aupr, precision_at_recall, ranking_metrics
@@ -84,3 +86,95 @@ def test_a_threshold_sweep_traces_the_curve_of_a_segment_model():
     assert choose_from_counts(counts, grid=(0.5, 0.7, 0.95)) == [0.7]
     m = sweep_metrics(counts, ["A"], bootstrap=0)
     assert m["per_label"]["A"]["aupr"] == pytest.approx(1.0) and m["per_label"]["A"]["precision_at_90_recall"] == 1.0
+
+
+# Texts where a run's words are easy to get wrong: no space at a cut, Greek final sigma, a capital whose
+# lower case is two characters, punctuation gaps, line separators.
+_HOSTILE = st.text(alphabet="aZ _.;:()1\n\u2028ΑΣσİ-", max_size=60)
+
+
+def _segments(draw, n_chars: int) -> list[tuple[int, int]]:
+    cuts = sorted(draw(st.lists(st.integers(0, n_chars), min_size=2, max_size=12)))
+    pairs = [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+    if draw(st.booleans()) and len(pairs) > 1:  # overlapping segments as well
+        a, b = pairs[1]
+        pairs[1] = (max(0, a - 2), b)
+    return pairs
+
+
+@st.composite
+def _documents(draw):
+    text = draw(_HOSTILE)
+    segments = _segments(draw, len(text))
+    probs = np.asarray(
+        draw(st.lists(st.sampled_from([0.05, 0.3, 0.6, 0.95]), min_size=2 * len(segments), max_size=2 * len(segments)))
+    )
+    starts = np.asarray(
+        draw(st.lists(st.sampled_from([0.1, 0.9]), min_size=2 * len(segments), max_size=2 * len(segments)))
+    )
+    golds = []
+    for _ in range(draw(st.integers(0, 3))):
+        a = draw(st.integers(0, len(text)))
+        b = draw(st.integers(a, len(text)))
+        golds.append(Span(start=a, end=b, label=draw(st.sampled_from("AB"))) if b > a else None)
+    return text, segments, probs.reshape(-1, 2), starts.reshape(-1, 2), [g for g in golds if g]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_runs_words_equal_the_words_of_its_text(data):
+    from toolkit.evaluate.metrics import word_set
+    from toolkit.evaluate.thresholds import RunWords
+
+    text = data.draw(_HOSTILE)
+    segments = _segments(data.draw, len(text))
+    words = RunWords(text, segments)
+    for a in range(len(segments)):
+        for b in range(a, len(segments)):
+            assert words(a, b) == word_set(text[segments[a][0] : segments[b][1]]), (text, segments, a, b)
+
+
+def _reference_counts(texts, golds, segments, probs, labels, grid, jaccard_threshold, starts):
+    """threshold_counts as first written: every run's text read, every pair's union built."""
+    from toolkit.evaluate.metrics import word_set
+    from toolkit.spans.segment_decoding import START_THRESHOLD, segment_runs
+
+    def jac(a, b):
+        return 1.0 if not a and not b else len(a & b) / len(a | b)
+
+    out = np.zeros((len(labels), len(grid), len(texts), 3), dtype=np.int64)
+    for d, (text, gold, segs, p) in enumerate(zip(texts, golds, segments, probs)):
+        for j, label in enumerate(labels):
+            gsets = [word_set(text[g.start : g.end]) for g in gold if g.label == label]
+            begins = starts[d][:, j] >= START_THRESHOLD
+            for t_index, t in enumerate(grid):
+                runs = segment_runs(p[:, j] >= t, begins) if len(segs) else []
+                psets = [word_set(text[segs[a][0] : segs[b][1]]) for a, b in runs]
+                pairs = sorted(
+                    (
+                        (x, i, k)
+                        for k, q in enumerate(psets)
+                        for i, g in enumerate(gsets)
+                        if (x := jac(g, q)) >= jaccard_threshold
+                    ),
+                    reverse=True,
+                )
+                used_g, used_p = set(), set()
+                for _, i, k in pairs:
+                    if i not in used_g and k not in used_p:
+                        used_g.add(i)
+                        used_p.add(k)
+                out[j, t_index, d] = (len(used_g) if runs and gsets else 0, len(runs), len(gsets))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(docs=st.lists(_documents(), min_size=1, max_size=3), jaccard_threshold=st.sampled_from([0.3, 0.5, 0.7, 1.0]))
+def test_the_threshold_sweep_counts_as_reading_every_runs_text(docs, jaccard_threshold):
+    from toolkit.evaluate.thresholds import threshold_counts
+
+    texts, segments, probs, starts, golds = (list(x) for x in zip(*docs))
+    grid = (0.01, 0.5, 0.9)
+    args = (texts, golds, segments, probs, ["A", "B"], grid, jaccard_threshold)
+    fast = threshold_counts(*args, starts=starts)
+    assert fast.tolist() == _reference_counts(*args, starts).tolist()

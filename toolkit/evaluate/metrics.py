@@ -32,7 +32,8 @@ def word_set(text: str) -> set[str]:
 def jaccard(a: set[str], b: set[str]) -> float:
     if not a and not b:
         return 1.0
-    return len(a & b) / len(a | b)
+    common = len(a & b)
+    return common / (len(a) + len(b) - common)  # |a | b| without building the union
 
 
 @dataclass

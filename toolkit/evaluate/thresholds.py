@@ -51,16 +51,72 @@ THRESHOLD_GRID = tuple(
 
 def _matches(gsets: list[set[str]], psets: list[set[str]], threshold: float) -> int:
     """One-to-one matches at word Jaccard >= threshold (greedy, best Jaccard first)."""
-    pairs = sorted(
-        ((j, i, k) for k, p in enumerate(psets) for i, g in enumerate(gsets) if (j := jaccard(g, p)) >= threshold),
-        reverse=True,
-    )
+    pairs = []
+    sizes = [len(g) for g in gsets]
+    for k, p in enumerate(psets):
+        n_p = len(p)
+        for i, g in enumerate(gsets):
+            small, large = (n_p, sizes[i]) if n_p < sizes[i] else (sizes[i], n_p)
+            # Jaccard is at most small/large (and rounding keeps that order): a run as long as the contract
+            # against a one-sentence clause is ruled out without intersecting them.
+            if large and small / large < threshold:
+                continue
+            if (j := jaccard(g, p)) >= threshold:
+                pairs.append((j, i, k))
+    pairs.sort(reverse=True)
     used_g, used_p = set(), set()
     for _, i, k in pairs:
         if i not in used_g and k not in used_p:
             used_g.add(i)
             used_p.add(k)
     return len(used_g)
+
+
+class RunWords:
+    """word_set of the text from segment a's start to segment b's end, for any run (a, b) of one document's
+    segments, each computed once. A sweep over 41 labels and the threshold grid asks for thousands of runs,
+    many as long as the contract (every segment is above a threshold near 0); re-reading their text was most
+    of a CUAD sweep, so a run's set is the union of its segments' and the gaps' sets wherever that is exact."""
+
+    def __init__(self, text: str, segments: Sequence[tuple[int, int]]):
+        self.text, self.segments = text, segments
+        self.cache: dict[tuple[int, int], set[str]] = {}
+        self.pieces: list[set[str]] | None = None  # segment 0, gap 0, segment 1, gap 1, ... (built on first need)
+        self.unsafe: np.ndarray | None = None  # unsafe[i]: joins before segment i that a union could get wrong
+
+    def __call__(self, a: int, b: int) -> set[str]:
+        key = (a, b)
+        if key not in self.cache:
+            self.cache[key] = self._union(a, b) if b - a >= 2 and self._exact(a, b) else self._read(a, b)
+        return self.cache[key]
+
+    def _read(self, a: int, b: int) -> set[str]:
+        return word_set(self.text[self.segments[a][0] : self.segments[b][1]])
+
+    def _clean(self, k: int) -> bool:
+        # No word, and no lower-casing context (Greek final sigma), crosses a cut next to whitespace.
+        t = self.text
+        return k <= 0 or k >= len(t) or t[k - 1].isspace() or t[k].isspace()
+
+    def _build(self) -> None:
+        t, segs = self.text, self.segments
+        pieces, bad = [], [0]
+        for i, (start, end) in enumerate(segs):
+            pieces.append(word_set(t[start:end]))
+            if i + 1 < len(segs):
+                nxt = segs[i + 1][0]
+                pieces.append(word_set(t[end:nxt]) if nxt > end else set())
+                bad.append(bad[-1] + (nxt < end or not (self._clean(end) and self._clean(nxt))))
+        self.pieces, self.unsafe = pieces, np.asarray(bad)
+
+    def _exact(self, a: int, b: int) -> bool:
+        if self.unsafe is None:
+            self._build()
+        return bool(self.unsafe[b] == self.unsafe[a])
+
+    def _union(self, a: int, b: int) -> set[str]:
+        assert self.pieces is not None
+        return set().union(*self.pieces[2 * a : 2 * b + 1])
 
 
 def threshold_counts(
@@ -77,13 +133,13 @@ def threshold_counts(
     (runs split where `starts` says a segment begins a clause, as `merge_segments` does)."""
     out = np.zeros((len(labels), len(grid), len(texts), 3), dtype=np.int64)
     for d, (text, gold, segs, p) in enumerate(zip(texts, golds, segments, probs)):
-        cache: dict[tuple[int, int], set[str]] = {}
+        run_words = RunWords(text, segs)
         for j, label in enumerate(labels):
             gsets = [word_set(text[g.start : g.end]) for g in gold if g.label == label]
             begins = None if starts is None else starts[d][:, j] >= START_THRESHOLD
             for t_index, t in enumerate(grid):
                 runs = segment_runs(p[:, j] >= t, begins) if len(segs) else []
-                psets = [cache.setdefault(r, word_set(text[segs[r[0]][0] : segs[r[1]][1]])) for r in runs]
+                psets = [run_words(a, b) for a, b in runs]
                 out[j, t_index, d] = (
                     _matches(gsets, psets, jaccard_threshold) if runs and gsets else 0,
                     len(runs),
