@@ -4,6 +4,7 @@
 #                 among (VARIANTS below); the defaults are chosen from these and frozen in a commit.
 #   ROLE=confirm: on the two confirm_* sets, once, after the freeze: the linear baseline and the recipe at its
 #                 committed defaults, and a paired comparison on dev. Reported whatever it shows.
+#   SETS=<regex>:  only the sets whose names match (for example SETS=license_80 SELECT_VARIANTS="fitted mpnet").
 # Needs ../shared/data/cuad. Run alone: select about 50 minutes, confirm about 35, on 2 CPU cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +23,10 @@ declare -A VARIANTS=(
   [fitted]="$FITTED"
   [fitted_budget]="$FITTED $BUDGET"
   [fitted_budget_balanced]="$FITTED $BUDGET segments.loss_weights=balanced"
+  # the recipe with the larger encoder (make mpnet) at the learning rate the entity recipes give it
+  [mpnet]="$FITTED model.name=mpnet train.learning_rate=5e-5"
 )
-for SET in $(ls "$OUT/data" | grep "^${ROLE}_"); do
+for SET in $(ls "$OUT/data" | grep "^${ROLE}_" | grep -E "${SETS:-.}"); do
   R=$OUT/data/$SET/recipe.yaml
   W=$OUT/$SET
   /usr/bin/time -f "%e s" -o "$W.linear.time" $T run "$R" --linear-baseline output_dir="$W" --overwrite name=linear \
