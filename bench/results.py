@@ -86,9 +86,21 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def _this_cpu() -> tuple[str, list[str]]:
-    """This machine's CPU model and its flags that matter for speed."""
-    return cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+def _measured_here(commit: str | None = None, **fields) -> Record:
+    """A record of a figure measured on this machine today: its CPU model and the flags that matter for
+    speed, the date, and the commit (HEAD unless given)."""
+    model, flags = cpu_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    return Record(
+        **fields,
+        cpu=model,
+        cpu_flags=flags,
+        commit=commit or _git("rev-parse", "--short", "HEAD"),
+        date=dt.date.today().isoformat(),
+    )
+
+
+def _notes(*parts: str | None) -> str | None:
+    return "; ".join(p for p in parts if p) or None
 
 
 def _write(r: Record, name: str) -> int:
@@ -105,7 +117,6 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
     key, name, shown = METRICS[task]
     summary, ranking = metrics["summary"], metrics.get("ranking") or {}
     values = {**summary, **{f"macro_{k}": v for k, v in (ranking.get("macro") or {}).items()}}
-    model, flags = _this_cpu()
     ci = metrics.get("ci95", {}).get(key)
     combination = metrics["run"].get("combination") or {}
     kept = sorted(k for k, v in combination.items() if v["uses"] != "linear")
@@ -119,7 +130,8 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
     per_label = metrics.get("per_label") or {}
     if task == "token_classification" and 2 <= len(per_label) <= 4:  # e.g. BC5CDR's Chemical and Disease
         others |= {f"{label} F1": row["f1"] for label, row in sorted(per_label.items())}
-    return Record(
+    return _measured_here(
+        commit,
         table=table,
         system=system,
         metric=name,
@@ -129,11 +141,7 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
         documents=metrics["counts"]["documents"],
         train_seconds=metrics["run"].get("train_seconds"),
         inference_seconds=metrics["run"].get("eval_seconds"),
-        cpu=model,
-        cpu_flags=flags,
         command=command,
-        commit=commit or _git("rev-parse", "--short", "HEAD"),
-        date=dt.date.today().isoformat(),
         note=note,
     )
 
@@ -154,8 +162,7 @@ def serving_record(result: dict, table: str, system: str, command: str, note: st
     errors = sum(row["errors"] for row in loads.values())
     differ = requests - errors - sum(row["answers_equal_single"] for row in loads.values())
     manifest = json.loads((Path(result["artifact"]) / "manifest.json").read_text(encoding="utf-8"))
-    model, flags = _this_cpu()
-    return Record(
+    return _measured_here(
         table=table,
         system=system,
         metric="served latency p50",
@@ -167,19 +174,11 @@ def serving_record(result: dict, table: str, system: str, command: str, note: st
             f"docs/s, {most['clients']} clients": most["docs_per_s"],
         },
         documents=result["documents"],
-        cpu=model,
-        cpu_flags=flags,
         command=command,
-        commit=_git("rev-parse", "--short", "HEAD"),
-        date=dt.date.today().isoformat(),
-        note="; ".join(
-            n
-            for n in (
-                f"path {manifest['path']}; {requests} requests, {errors} errors, "
-                f"{differ} answers unlike the single request",
-                note,
-            )
-            if n
+        note=_notes(
+            f"path {manifest['path']}; {requests} requests, {errors} errors, "
+            f"{differ} answers unlike the single request",
+            note,
         ),
     )
 
@@ -312,22 +311,17 @@ def main() -> int:
     if args.command == "record":
         r = record_from_run(args.run, args.table, args.system, args.run_command, args.commit)
         r.headline = args.headline
-        r.note = "; ".join(n for n in (r.note, args.note) if n) or None
+        r.note = _notes(r.note, args.note)
         return _write(r, args.id or args.run.name)
 
     if args.command == "timing":
-        model, flags = _this_cpu()
-        r = Record(
+        r = _measured_here(
             table=args.table,
             system=args.system,
             metric="wall time",
             value=args.seconds,
             unit="s",
-            cpu=model,
-            cpu_flags=flags,
             command=args.run_command,
-            commit=_git("rev-parse", "--short", "HEAD"),
-            date=dt.date.today().isoformat(),
             headline=args.headline,
             note=args.note,
         )
@@ -335,9 +329,10 @@ def main() -> int:
 
     if args.command == "throughput":
         measured = json.loads(args.line.read_text(encoding="utf-8").strip().splitlines()[-1])
-        model, flags = _this_cpu()
         padding = 1 - measured["real_tokens"] / measured["padded_tokens"]
-        r = Record(
+        epoch = measured.get("epoch_padding_share")
+        r = _measured_here(
+            args.commit,
             table=args.table,
             system=args.system,
             metric="training",
@@ -347,24 +342,12 @@ def main() -> int:
                 "plain loop tokens/s": measured["plain_tokens_per_s"],
                 "s/step": measured["trainer_seconds_per_step"],
             },
-            cpu=model,
-            cpu_flags=flags,
             command=args.run_command,
-            commit=args.commit or _git("rev-parse", "--short", "HEAD"),
-            date=dt.date.today().isoformat(),
-            note="; ".join(
-                n
-                for n in (
-                    f"{measured['steps']} steps, {measured['real_tokens']} real tokens, {padding:.0%} padding, "
-                    f"{'bf16' if measured['bf16'] else 'fp32'}"
-                    + (
-                        f"; {measured['epoch_padding_share']:.1%} padding over an epoch"
-                        if "epoch_padding_share" in measured
-                        else ""
-                    ),
-                    args.note,
-                )
-                if n
+            note=_notes(
+                f"{measured['steps']} steps, {measured['real_tokens']} real tokens, {padding:.0%} padding, "
+                f"{'bf16' if measured['bf16'] else 'fp32'}",
+                f"{epoch:.1%} padding over an epoch" if epoch is not None else None,
+                args.note,
             ),
         )
         return _write(r, args.id)
