@@ -23,6 +23,8 @@ declare -A VARIANTS=(
   [fitted]="$FITTED"
   [fitted_budget]="$FITTED $BUDGET"
   [fitted_budget_balanced]="$FITTED $BUDGET segments.loss_weights=balanced"
+  # focal loss (gamma 2) in place of plain binary cross-entropy, the imbalance lever not measured at 0ea11c2
+  [fitted_focal]="$FITTED segments.focal_gamma=2"
   # the recipe with the larger encoder (make mpnet) at the learning rate the entity recipes give it
   [mpnet]="$FITTED model.name=mpnet train.learning_rate=5e-5"
 )
