@@ -16,7 +16,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -26,21 +25,21 @@ DEV = ROOT / ".." / "shared" / "data" / "cuad" / "dev.jsonl"
 
 
 def inputs(n_documents: int, seed: int = 0):
+    from toolkit.data.records import load_records
     from toolkit.spans.segments import segment_text
 
-    lines = DEV.read_text(encoding="utf-8").split("\n")
-    records = [json.loads(x) for x in lines if x.strip()][:n_documents]
-    labels = sorted({s["label"] for r in records for s in r["spans"]})
+    records = load_records(str(DEV), max_docs=n_documents)
+    labels = sorted({s.label for r in records for s in r.spans})
     rng = np.random.default_rng(seed)
     texts, golds, segments, probs, starts = [], [], [], [], []
     for r in records:
-        segs = segment_text(r["text"])
+        segs = segment_text(r.text)
         walk = np.cumsum(rng.normal(0, 0.6, size=(len(segs), len(labels))), axis=0)
-        texts.append(r["text"])
+        texts.append(r.text)
         segments.append(segs)
         probs.append(1 / (1 + np.exp(-(walk - walk.mean(0) - 2.0))))
         starts.append(rng.random((len(segs), len(labels))))
-        golds.append([SimpleNamespace(start=s["start"], end=s["end"], label=s["label"]) for s in r["spans"]])
+        golds.append(r.spans)
     return texts, golds, segments, probs, labels, starts
 
 
