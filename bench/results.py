@@ -80,6 +80,15 @@ class Record(BaseModel):
     date: str
     headline: bool = False
     note: str | None = None
+    models: dict[str, dict] | None = Field(
+        default=None,
+        description="A segment run with a linear prior: the linear model alone, the encoder alone and the final "
+        "model on dev, each at thresholds chosen on training documents (Jaccard F1 and macro AUPR with CIs).",
+    )
+    encoder_training: dict | None = Field(
+        default=None,
+        description="Segment inputs: the encoder's held-out curve, its epochs and seconds, and what ended training.",
+    )
 
 
 def _git(*args: str) -> str:
@@ -143,6 +152,8 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
         inference_seconds=metrics["run"].get("eval_seconds"),
         command=command,
         note=note,
+        models=metrics.get("models"),
+        encoder_training=metrics["run"].get("encoder_training"),
     )
 
 
@@ -249,7 +260,39 @@ def render_page(records: list[Record]) -> str:
             )
         notes = [r for r in rows if r.note]
         lines += [""] + [f"- {r.system}: {r.note}" for r in notes] + ([""] if notes else [])
+        lines += model_lines([r for r in rows if r.models])
     return "\n".join(lines)
+
+
+def model_lines(records: list[Record]) -> list[str]:
+    """Per segment run with a linear prior: its three models on dev, and how its encoder trained. Pure."""
+    if not records:
+        return []
+
+    def cell(figures: dict, key: str) -> str:
+        value, ci = figures.get(key), figures.get(f"{key}_ci95")
+        return "" if value is None else f"{value:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else "")
+
+    lines = [
+        "Each run's three models on dev, at thresholds chosen on training documents:",
+        "",
+        "| system | model | Jaccard F1 (95% CI) | macro AUPR (95% CI) | encoder training |",
+        "|---|---|---|---|---|",
+    ]
+    for r in records:
+        t = r.encoder_training
+        trained = (
+            f"{t['epochs']:g} epochs, {_seconds(t['seconds'])}, ended by {t['ended_by']}; held-out segment AUPR per "
+            f"evaluation: {', '.join(f'{c['segment_aupr']:.3f}' for c in t['held_out_curve'])}"
+            if t
+            else "windows, trained with the linear logit"
+        )
+        for name, figures in r.models.items():
+            lines.append(
+                f"| {r.system} | {name} | {cell(figures, 'jaccard_f1')} | {cell(figures, 'macro_aupr')} | "
+                f"{trained if name == 'encoder' else ''} |"
+            )
+    return lines + [""]
 
 
 def render_headline(records: list[Record]) -> str:

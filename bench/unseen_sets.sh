@@ -16,6 +16,8 @@ lscpu | grep -E "Model name|Flags" > "$OUT/cpu.txt"
 .venv/bin/python bench/unseen_clause_sets.py "$OUT/data" > "$OUT/sets.txt"
 FITTED="segments.combination=fitted segments.thresholds=held_out segments.held_out_share=0.25"
 BUDGET="segments.min_steps=300 segments.max_epochs=8 train.early_stopping_patience=2"
+SEGMENTS="$FITTED segments.encoder_input=segments windows.negative_ratio=null segments.loss_weights=none \
+train.epochs=12 train.early_stopping_patience=2 train.learning_rate=5e-5 train.batch_size=16"
 # before: the recipe's defaults before issue 45 (the logits summed, probability 0.5, one epoch).
 BEFORE="segments.combination=sum segments.thresholds=fixed segments.min_steps=null train.early_stopping_patience=null"
 declare -A VARIANTS=(
@@ -27,6 +29,12 @@ declare -A VARIANTS=(
   [fitted_focal]="$FITTED segments.focal_gamma=2"
   # the recipe with the larger encoder (make mpnet) at the learning rate the entity recipes give it
   [mpnet]="$FITTED model.name=mpnet train.learning_rate=5e-5"
+  # issue 58: the encoder as its own segment classifier (one input per segment with context, fresh negatives
+  # each epoch, no linear logit while it trains), trained until the held-out segments' AUPR stops rising
+  [segments]="$SEGMENTS"
+  [segments_ctx0]="$SEGMENTS segments.context_tokens=0"
+  [segments_neg10]="$SEGMENTS segments.negatives_per_positive=10"
+  [segments_lr1e4]="$SEGMENTS train.learning_rate=1e-4"
 )
 for SET in $(ls "$OUT/data" | grep "^${ROLE}_" | grep -E "${SETS:-.}"); do
   R=$OUT/data/$SET/recipe.yaml

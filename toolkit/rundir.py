@@ -95,6 +95,10 @@ class ModelMeta(BaseModel):
     linear_prior: str | None = None  # segment models: file (in the folder) of the linear model whose logits they add
     # segments.combination=fitted: per label (w_linear, w_encoder, bias) over the two logits (None: their sum)
     combination: list[list[float]] | None = None
+    # segments.encoder_input=segments: one input per segment, its first segment_tokens tokens with
+    # context_tokens on either side (None: windows of max_length tokens over the document)
+    segment_tokens: int | None = None
+    context_tokens: int | None = None
     generation: GenerationConfig | None = None  # span_generation: how spans are written and generated
     selector: dict[str, Any] | None = None  # span_generation: the fitted window selector's report
     base_model: str | None = None  # pretrain_*: the model pre-training started from
@@ -141,6 +145,8 @@ class Metrics(BaseModel):
     ranking: dict[str, Any] | None = None
     at_default_threshold: dict[str, Any] | None = None  # segment models: dev scores at the default threshold
     thresholds: dict[str, float] | None = None  # segment models: the per-label thresholds saved with the model
+    # segment models with a linear prior: dev figures of the linear model alone, the encoder alone and the final model
+    models: dict[str, dict[str, Any]] | None = None
     selector: dict[str, Any] | None = None  # span_generation: what the window selector kept and cost
     run: dict[str, Any] | None = None
 

@@ -472,6 +472,34 @@ class SegmentsConfig(SegmentDecisionConfig):
             "best checkpoint then read those documents too, so dev only reports."
         ),
     )
+    encoder_input: Literal["windows", "segments"] = Field(
+        default="windows",
+        description=(
+            "What the encoder reads. windows: model.max_length-token windows over the document, a segment's logit the "
+            "mean over its tokens (the linear prior, if any, added while it trains). segments: one input per segment "
+            "(its first segments.segment_tokens tokens with segments.context_tokens on either side), the encoder a "
+            "segment classifier of its own (no linear logit added while it trains), every positive segment and "
+            "segments.negatives_per_positive sampled negatives per epoch, drawn anew each epoch and batched by length; "
+            "with train.early_stopping_patience it trains until the held-out segments' macro AUPR stops improving, "
+            "at most train.epochs epochs."
+        ),
+    )
+    segment_tokens: int = Field(
+        default=96, ge=1, description="encoder_input=segments: a segment's tokens read (from its start)."
+    )
+    context_tokens: int = Field(
+        default=16,
+        ge=0,
+        description="encoder_input=segments: tokens of the surrounding text on either side (read, never labelled).",
+    )
+    negatives_per_positive: float | None = Field(
+        default=3,
+        ge=0,
+        description=(
+            "encoder_input=segments: clause-free segments sampled per positive segment each epoch (None: every "
+            "segment, every epoch)."
+        ),
+    )
     min_steps: int | None = Field(
         default=None,
         ge=1,

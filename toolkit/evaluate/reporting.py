@@ -98,6 +98,8 @@ def markdown_report(title: str, metrics: dict, extra: dict | None = None) -> str
         lines.append(f"| {b['words']} | {b['gold']} | {b['recall']:.3f} | {b['jaccard_recall']:.3f} |")
     if "ranking" in metrics:
         lines += ranking_lines(metrics["ranking"])
+    if "models" in metrics:
+        lines += model_lines(metrics["models"])
     if "errors" in metrics:
         lines += error_lines(metrics["errors"])
     if extra:
@@ -133,6 +135,31 @@ def ranking_lines(ranking: dict) -> list[str]:
         lines.append(
             f"| {lb} | {v['support']} | {v['predicted']} | {v['aupr']:.3f} | {v['precision_at_80_recall']:.3f} | "
             f"{v['precision_at_90_recall']:.3f} | {v['max_recall']:.3f} |"
+        )
+    return lines
+
+
+def model_lines(models: dict) -> list[str]:
+    """A segment run's three models on dev (linear alone, encoder alone, final), each at thresholds chosen on
+    training documents, as a markdown section."""
+
+    def cell(figures: dict, key: str) -> str:
+        value, interval = figures.get(key), figures.get(f"{key}_ci95")
+        if value is None:
+            return ""
+        return f"{value:.3f}" + (f" ({interval[0]:.3f}-{interval[1]:.3f})" if interval else "")
+
+    lines = [
+        "",
+        "## Three models on dev (thresholds chosen on training documents)",
+        "",
+        "| model | Jaccard F1 (95% CI) | P | R | macro AUPR (95% CI) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, figures in models.items():
+        lines.append(
+            f"| {name} | {cell(figures, 'jaccard_f1')} | {figures['jaccard_precision']:.3f} | "
+            f"{figures['jaccard_recall']:.3f} | {cell(figures, 'macro_aupr')} |"
         )
     return lines
 

@@ -50,6 +50,18 @@ class SegmentClassifier(SegmentDecisions, Tagger):
             classifier.prior = LinearSegmentClassifier.load_files(run.model_dir, run.meta.linear_prior, run.meta)
         return classifier
 
+    def windows(self, texts: Sequence[str]) -> list[Window]:
+        """The model's inputs: one per segment for a model trained on segments (segments.encoder_input), else
+        the tagger's windows over each document."""
+        if self.meta.segment_tokens is None:
+            return super().windows(texts)
+        from toolkit.spans.segment_windows import make_segment_windows
+
+        segments = [segment_text(t) for t in texts]
+        return make_segment_windows(
+            self.tokenizer, texts, segments, self.meta.segment_tokens, self.meta.context_tokens or 0
+        )[0]
+
     def encoder_logits(
         self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]
     ) -> tuple[list[list[tuple[int, int]]], list[np.ndarray]]:
@@ -75,6 +87,16 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         (combined with the linear prior's logits, and its clause starts, when the model has one). `prior`
         gives the prior's scores of these texts instead: training documents' out-of-fold ones."""
         segments, logits_per_doc = self.encoder_logits(texts, windows, logits)
+        return self.scores_from_encoder(texts, segments, logits_per_doc, prior)
+
+    def scores_from_encoder(
+        self,
+        texts: Sequence[str],
+        segments: list[list[tuple[int, int]]],
+        logits_per_doc: list[np.ndarray],
+        prior: SegmentScores | None = None,
+    ) -> SegmentScores:
+        """The model's scores from its encoder's own segment logits (`score_encoder`), with the prior's."""
         if self.prior is None:
             return SegmentScores(segments, [sigmoid(x) for x in logits_per_doc])
         if prior is None:
@@ -94,8 +116,16 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         self, texts: Sequence[str], batch_size: int = 16
     ) -> tuple[list[list[tuple[int, int]]], list[np.ndarray]]:
         """The documents' segments and the encoder's own segment logits (what segments.combination fits)."""
+        start = time.perf_counter()
         windows = self.windows(texts)
-        return self.encoder_logits(texts, windows, self.logits(windows, batch_size))
+        out = self.encoder_logits(texts, windows, self.logits(windows, batch_size))
+        self.last_report = {
+            "seconds": time.perf_counter() - start,
+            "windows": len(windows),
+            "tokens": sum(len(w.input_ids) for w in windows),
+            "autocast": self.autocast,
+        }
+        return out
 
     def score(self, texts: Sequence[str], batch_size: int = 16, prior: SegmentScores | None = None) -> SegmentScores:
         start = time.perf_counter()

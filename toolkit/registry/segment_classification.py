@@ -49,6 +49,42 @@ class SegmentClassificationRecipe(ExtractionRecipe):
         return self
 
     @model_validator(mode="after")
+    def _segment_inputs_train_alone(self) -> SegmentClassificationRecipe:
+        s = self.segments
+        if s.encoder_input != "segments":
+            return self
+        problems = []
+        if s.linear_prior and s.combination != "fitted":
+            problems.append(
+                "the encoder trains without the linear logit, so adding the two (segments.combination=sum) is not "
+                "what it learned: set segments.combination=fitted, or segments.linear_prior=false"
+            )
+        if s.hard_negatives is not None:
+            problems.append(
+                "segments.hard_negatives mines windows; segment inputs sample clause-free segments anew each epoch "
+                "(segments.negatives_per_positive): remove segments.hard_negatives"
+            )
+        if self.windows.negative_ratio is not None:
+            problems.append(
+                "windows.negative_ratio samples windows, which segment inputs do not read: remove it and set "
+                "segments.negatives_per_positive"
+            )
+        if s.loss_weights != "none" or s.min_steps is not None:
+            problems.append(
+                "segment inputs balance the classes by sampling and train to a plateau: set segments.loss_weights=none "
+                "and leave segments.min_steps unset (train.epochs caps, train.early_stopping_patience stops)"
+            )
+        if s.segment_tokens + 2 * s.context_tokens + 2 > self.model.max_length:
+            problems.append(
+                f"an input of segments.segment_tokens ({s.segment_tokens}) and twice segments.context_tokens "
+                f"({s.context_tokens}) plus special tokens exceeds model.max_length ({self.model.max_length}): lower "
+                "them or raise model.max_length"
+            )
+        if problems:
+            raise ValueError("segments.encoder_input=segments: " + "; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
     def _mining_needs_left_out_windows(self) -> SegmentClassificationRecipe:
         if self.segments.hard_negatives and self.windows.negative_ratio is None:
             raise ValueError(

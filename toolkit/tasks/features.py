@@ -37,6 +37,10 @@ class FeatureReport:
     negative_windows_kept: int = 0
     negative_windows_dropped: int = 0
     tokens: int = 0
+    # segment models: tokens inside a segment, and inside a segment positive for some label (what the loss reads
+    # for clauses), out of `tokens`
+    segment_tokens: int | None = None
+    positive_segment_tokens: int | None = None
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "spans_other_labels": dict(self.spans_other_labels)}
@@ -250,14 +254,58 @@ def segment_features(
     kept_set = set(keep)
     left_out = every.subset([i for i in range(len(windows)) if i not in kept_set])
     report.tokens = sum(len(w.input_ids) for w in kept.windows)
-    # Spans no segment carries (every segment they touch is mostly outside them) are counted, not dropped silently.
+    report.segment_tokens = sum(sum(i != NO_SEGMENT for i in kept.local_ids[n]) for n in range(len(kept.windows)))
+    report.positive_segment_tokens = sum(
+        sum(i != NO_SEGMENT and any(rows[i]) for i in ids) for ids, rows in zip(kept.local_ids, kept.segment_labels)
+    )
+    report.spans_not_representable = uncarried_spans(records, segments, targets, labels)
+    return kept, report, left_out
+
+
+def uncarried_spans(records: list[SpanRecord], segments: list, targets: list, labels: list[str]) -> int:
+    """Spans no segment carries (every segment they touch is mostly outside them): counted, not dropped silently."""
     carried = [{(k, j) for k, row in enumerate(t) for j, v in enumerate(row) if v} for t in targets]
     index = {label: j for j, label in enumerate(labels)}
-    for r, segs, c in zip(records, segments, carried):
-        for s in r.spans:
-            if not any((k, index[s.label]) in c for k, (a, b) in enumerate(segs) if a < s.end and s.start < b):
-                report.spans_not_representable += 1
-    return kept, report, left_out
+    return sum(
+        not any((k, index[s.label]) in c for k, (a, b) in enumerate(segs) if a < s.end and s.start < b)
+        for r, segs, c in zip(records, segments, carried)
+        for s in r.spans
+    )
+
+
+def segment_input_features(
+    tokenizer,
+    records: list[SpanRecord],
+    labels: list[str],
+    segment_tokens: int,
+    context_tokens: int,
+    min_overlap: float,
+) -> tuple[SegmentWindows, FeatureReport]:
+    """segments.encoder_input=segments: one input per segment of every document (`make_segment_windows`), its
+    targets the segment's. Nothing is sampled here: training draws its negatives anew each epoch
+    (`SegmentEpochSampler`). The report counts inputs as windows, the ones with a positive segment as
+    windows_with_spans, and the tokens of context and of segments cut at segment_tokens."""
+    from toolkit.spans.segment_decoding import NO_SEGMENT, segment_targets
+    from toolkit.spans.segment_windows import make_segment_windows
+    from toolkit.spans.segments import segment_text
+
+    report = FeatureReport(documents=len(records))
+    records = filter_labels(records, labels, report.spans_other_labels)
+    report.spans = sum(len(r.spans) for r in records)
+    segments = [segment_text(r.text) for r in records]
+    targets = [segment_targets(segs, r.spans, labels, min_overlap) for segs, r in zip(segments, records)]
+    windows, index = make_segment_windows(tokenizer, [r.text for r in records], segments, segment_tokens, context_tokens)
+    local_ids = [[NO_SEGMENT if b <= a else 0 for a, b in w.offsets] for w in windows]
+    rows = [[targets[w.doc][k]] for w, k in zip(windows, index)]
+    report.windows = len(windows)
+    report.windows_with_spans = sum(any(r[0]) for r in rows)
+    report.tokens = sum(len(w.input_ids) for w in windows)
+    report.segment_tokens = sum(sum(i == 0 for i in ids) for ids in local_ids)
+    report.positive_segment_tokens = sum(
+        sum(i == 0 for i in ids) for ids, r in zip(local_ids, rows) if any(r[0])
+    )
+    report.spans_not_representable = uncarried_spans(records, segments, targets, labels)
+    return SegmentWindows(windows, local_ids, rows, [[k] for k in index]), report
 
 
 def choose_hard_negatives(
@@ -267,3 +315,37 @@ def choose_hard_negatives(
     with choose="random", as many indices drawn at random from all the scored windows (the control)."""
     fired = sorted((i for i, v in enumerate(scores) if v >= min_score), key=lambda i: (-scores[i], i))[:limit]
     return sorted(random.Random(seed).sample(range(len(scores)), len(fired))) if choose == "random" else fired
+
+
+class SegmentEpochSampler:
+    """Training order for segments.encoder_input=segments: each epoch, every positive input and `ratio` x as
+    many clause-free ones drawn anew, cut into batches of inputs of similar length (sorted within pools of 50
+    batches), the batches shuffled. Our own because transformers' LengthGroupedSampler orders a fixed
+    dataset: it cannot draw a fresh sample of negatives each epoch."""
+
+    POOL_BATCHES = 50
+
+    def __init__(self, positive: list[bool], lengths: list[int], ratio: float | None, batch_size: int, seed: int):
+        self.positives = [i for i, p in enumerate(positive) if p]
+        self.negatives = [i for i, p in enumerate(positive) if not p]
+        wanted = len(self.negatives) if ratio is None else int(round(ratio * len(self.positives)))
+        self.draw = min(len(self.negatives), wanted)
+        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.positives) + self.draw
+
+    def __iter__(self):
+        rng = random.Random(self.seed * 1_000_003 + self.epoch)
+        self.epoch += 1
+        chosen = self.positives + rng.sample(self.negatives, self.draw)
+        rng.shuffle(chosen)
+        pool = self.batch_size * self.POOL_BATCHES
+        batches = []
+        for lo in range(0, len(chosen), pool):
+            part = sorted(chosen[lo : lo + pool], key=self.lengths.__getitem__)
+            batches += [part[i : i + self.batch_size] for i in range(0, len(part), self.batch_size)]
+        rng.shuffle(batches)
+        return iter([i for batch in batches for i in batch])
+

@@ -41,15 +41,17 @@ from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import MODEL_DIR, ModelMeta, load_meta, save_model_dir, write_meta
 from toolkit.sections import HardNegativesConfig
 from toolkit.spans.label_space import LabelSpace
-from toolkit.spans.segment_decoding import probability_logit, segment_targets
+from toolkit.spans.segment_decoding import probability_logit, segment_targets, sigmoid
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.combination import Combination, HeldOutEvidence, fit_combination
 from toolkit.tasks.features import (
     FeatureReport,
+    SegmentEpochSampler,
     SegmentWindows,
     choose_hard_negatives,
     labels_to_learn,
     segment_features,
+    segment_input_features,
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.linear_model import fit_linear_prior
@@ -57,11 +59,27 @@ from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import (
     best_thresholds,
     cross_fitted_summary,
+    headline_figures,
+    model_figures,
     score_segment_model,
     sweep_and_cross_fit,
     tuning_note,
 )
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
+
+
+# segments.encoder_input=segments: the evaluation key that chooses the checkpoint and stops training.
+ENCODER_SELECTION = "encoder_segment_aupr"
+
+
+def segment_macro_aupr(targets: np.ndarray, logits: np.ndarray) -> float:
+    """Mean over labels with a positive segment of the average precision of the segments ranked by logit."""
+    from sklearn.metrics import average_precision_score
+
+    values = [
+        average_precision_score(targets[:, j], logits[:, j]) for j in range(targets.shape[1]) if targets[:, j].any()
+    ]
+    return float(np.mean(values)) if values else 0.0
 
 
 def positive_weights(choice: str, labels: list[str], segment_labels: list[list[list[int]]]) -> list[float] | None:
@@ -115,11 +133,16 @@ def _trainer_class():
     class SegmentTrainer(Trainer):
         """Binary cross-entropy (or focal loss) on each segment's mean token logit, per label."""
 
-        def __init__(self, *args, pos_weight=None, focal_gamma: float = 0.0, **kwargs):
+        def __init__(self, *args, pos_weight=None, focal_gamma: float = 0.0, epoch_sampler=None, **kwargs):
             super().__init__(*args, **kwargs)
             self.pos_weight = torch.tensor(pos_weight, dtype=torch.float) if pos_weight else None
             self.focal_gamma = focal_gamma
+            self.epoch_sampler = epoch_sampler
             self.model_accepts_loss_kwargs = False  # a per-batch mean: the Trainer scales it for accumulation
+
+        def _get_train_sampler(self, *args, **kwargs):
+            # segments.encoder_input=segments: fresh negatives each epoch, batched by length (SegmentEpochSampler).
+            return self.epoch_sampler if self.epoch_sampler is not None else super()._get_train_sampler(*args, **kwargs)
 
         def _get_eval_sampler(self, eval_dataset):
             # Predictions map back to documents by position: evaluation stays in order (see token_classification).
@@ -226,6 +249,24 @@ def held_out_thresholds(
     return thresholds, f"chosen on {len(records)} training documents held out of training"
 
 
+def epoch_sampler(recipe: SegmentClassificationRecipe, train: SegmentWindows) -> SegmentEpochSampler | None:
+    """segments.encoder_input=segments: each epoch's positives and fresh negatives, batched by length."""
+    if recipe.segments.encoder_input != "segments":
+        return None
+    return SegmentEpochSampler(
+        [any(rows[0]) for rows in train.segment_labels],
+        [len(w.input_ids) for w in train.windows],
+        recipe.segments.negatives_per_positive,
+        recipe.train.batch_size,
+        recipe.seed,
+    )
+
+
+def examples_per_epoch(recipe: SegmentClassificationRecipe, train: SegmentWindows) -> int:
+    sampler = epoch_sampler(recipe, train)
+    return len(train.windows) if sampler is None else len(sampler)
+
+
 def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
     """train.epochs, raised on a small set to reach segments.min_steps optimizer steps (at most
     segments.max_epochs): a budget that follows the data rather than one fixed pass."""
@@ -237,10 +278,10 @@ def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
 
 def fit_held_out_combination(
     recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: SegmentPrepared
-) -> Combination:
+) -> tuple[Combination, list[float]]:
     """combination=fitted: the saved encoder's own logits and the linear prior's out-of-fold logits of the
     held-out training documents, and per label the combination of the two fitted on them (or the linear
-    model alone where the encoder does not help there)."""
+    model alone where the encoder does not help there); also the encoder alone's thresholds, chosen on them."""
     records = p.threshold_records
     texts = [r.text for r in records]
     segments, encoder = classifier.score_encoder(texts, recipe.train.eval_batch_size)
@@ -259,7 +300,45 @@ def fit_held_out_combination(
         [probability_logit(x) for x in priors.probabilities],
         priors.starts,
     )
-    return fit_combination(evidence, p.labels, p.linear_thresholds, recipe.eval.jaccard_threshold, seed=recipe.seed)
+    combination = fit_combination(
+        evidence, p.labels, p.linear_thresholds, recipe.eval.jaccard_threshold, seed=recipe.seed
+    )
+    alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
+    return combination, best_thresholds(alone, records, p.labels, recipe.eval.jaccard_threshold)
+
+
+def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained) -> dict:
+    """segments.encoder_input=segments: the encoder's held-out curve (one point per evaluation), its best
+    epoch, and what ended training: the plateau (train.early_stopping_patience evaluations without a better
+    held-out AUPR), the epoch cap (train.epochs) or the time budget (train.max_seconds)."""
+    key = f"eval_{ENCODER_SELECTION}"
+    curve = [
+        {
+            "epoch": round(e["epoch"], 2),
+            "segment_aupr": round(e[key], 4),
+            "macro_aupr": round(e.get("eval_macro_aupr", 0.0), 4),
+            "tuned_jaccard_f1": round(e.get("eval_tuned_jaccard_f1", 0.0), 4),
+        }
+        for e in trained.span.log
+        if key in e
+    ]
+    best = max(curve, key=lambda c: c["segment_aupr"], default=None)
+    if trained.clock.stopped_by_budget:
+        ended = "time budget (train.max_seconds)"
+    elif trained.span.epochs_completed < recipe.train.epochs - 1e-6:
+        ended = f"plateau ({recipe.train.early_stopping_patience} evaluations without a better held-out AUPR)"
+    else:
+        ended = f"epoch cap (train.epochs={recipe.train.epochs:g})"
+    last = curve[-2:] if len(curve) >= 2 else []
+    return {
+        "ended_by": ended,
+        "epochs": round(trained.span.epochs_completed, 2),
+        "best_epoch": best["epoch"] if best else None,
+        "held_out_curve": curve,
+        # how steep the curve still was when training ended: the last evaluation's gain over the one before
+        "last_gain": round(last[1]["segment_aupr"] - last[0]["segment_aupr"], 4) if last else None,
+        "seconds": round(trained.span.seconds, 1),
+    }
 
 
 def _dataset(features: SegmentWindows):
@@ -302,7 +381,12 @@ class SegmentClassification(Flow):
 
     def curve_selects(self, recipe: SegmentClassificationRecipe, prepared: SegmentPrepared) -> bool:
         # combination=fitted: the held-out training documents choose the checkpoint; a dev curve only reports.
-        return prepared.evidence is None and super().curve_selects(recipe, prepared)
+        # Segment inputs: the encoder's own segment AUPR chooses it, which the curve does not score.
+        return (
+            prepared.evidence is None
+            and recipe.segments.encoder_input == "windows"
+            and super().curve_selects(recipe, prepared)
+        )
 
     def plan(self, recipe: SegmentClassificationRecipe) -> dict:
         """--dry-run: validates and plans in seconds; the linear prior is not fitted (the run fits it)."""
@@ -324,17 +408,27 @@ class SegmentClassification(Flow):
         threshold_records = filter_labels([train_records[i] for i in held], labels)
         all_train_records, train_records = train_records, [train_records[i] for i in kept]
         model, tokenizer = build_segment_model(m, labels)
-        train, train_report, left_out = segment_features(
-            tokenizer,
-            train_records,
-            labels,
-            m.max_length,
-            m.stride,
-            s.min_overlap,
-            recipe.windows.negative_ratio,
-            recipe.seed,
-        )
-        dev, dev_report, _ = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
+        segment_inputs = s.encoder_input == "segments"
+        if segment_inputs:
+            # The encoder reads each segment with a little context and trains alone: no windows, no prior logits.
+            features = lambda records: segment_input_features(  # noqa: E731
+                tokenizer, records, labels, s.segment_tokens, s.context_tokens, s.min_overlap
+            )
+            train, train_report = features(train_records)
+            dev, dev_report = features(dev_records)
+            left_out = train.subset([])
+        else:
+            train, train_report, left_out = segment_features(
+                tokenizer,
+                train_records,
+                labels,
+                m.max_length,
+                m.stride,
+                s.min_overlap,
+                recipe.windows.negative_ratio,
+                recipe.seed,
+            )
+            dev, dev_report, _ = segment_features(tokenizer, dev_records, labels, m.max_length, m.stride, s.min_overlap)
         prior, prior_plan, threshold_priors, evidence, linear_thresholds = None, {}, None, None, None
         if s.linear_prior and not fit_prior:
             prior_plan = {"linear_prior": {"folds": min(s.folds, n), "fitted": "when the run starts, not by --dry-run"}}
@@ -355,16 +449,20 @@ class SegmentClassification(Flow):
             prior = fitted.classifier
             dev_texts = [r.text for r in dev_records]
             logits = fitted.train_logits
-            train = train.with_priors([logits[i] for i in kept])
-            left_out = left_out.with_priors([logits[i] for i in kept])
             threshold_priors = fitted.train_scores.subset(held)
-            dev = dev.with_priors(prior.logits(dev_texts, [segment_text(t) for t in dev_texts]))
+            if not segment_inputs:
+                train = train.with_priors([logits[i] for i in kept])
+                left_out = left_out.with_priors([logits[i] for i in kept])
+                dev = dev.with_priors(prior.logits(dev_texts, [segment_text(t) for t in dev_texts]))
             prior_plan = {"linear_prior": {"folds": fitted.folds, "seconds": round(fitted.seconds, 1)}}
             if s.combination == "fitted":
-                evidence, _, _ = segment_features(
-                    tokenizer, threshold_records, labels, m.max_length, m.stride, s.min_overlap
-                )
-                evidence = evidence.with_priors(fitted.train_logits_of(held))
+                if segment_inputs:
+                    evidence = features(threshold_records)[0]  # the encoder alone is evaluated on them
+                else:
+                    evidence, _, _ = segment_features(
+                        tokenizer, threshold_records, labels, m.max_length, m.stride, s.min_overlap
+                    )
+                    evidence = evidence.with_priors(fitted.train_logits_of(held))
                 # What a label falls back to: the linear baseline's thresholds (thresholds=out_of_fold).
                 linear_thresholds = best_thresholds(
                     fitted.train_scores, prior_records, labels, recipe.eval.jaccard_threshold
@@ -373,8 +471,9 @@ class SegmentClassification(Flow):
             "labels": labels,
             "train": train_report.to_dict(),
             "dev": dev_report.to_dict(),
-            "steps_per_epoch": steps_per_epoch(len(train.windows), recipe),
-            "epochs": planned_epochs(recipe, len(train.windows)),
+            "steps_per_epoch": steps_per_epoch(examples_per_epoch(recipe, train), recipe),
+            "epochs": planned_epochs(recipe, examples_per_epoch(recipe, train)),
+            **({"encoder_input": "segments", "inputs_per_epoch": examples_per_epoch(recipe, train)} if segment_inputs else {}),
             **({"evaluated_during_training_on": "held-out training documents"} if s.combination == "fitted" else {}),
             **({"threshold_documents": len(held)} if held else {}),
             **parameter_counts(model),
@@ -468,18 +567,21 @@ class SegmentClassification(Flow):
             }
 
         t, s = recipe.train, recipe.segments
+        sampler = epoch_sampler(recipe, train or p.train)
+        if sampler is not None:
+            compute_metrics = self._encoder_metrics(recipe, p, scorer, records, evaluated)
         # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
         args = training_arguments(
             recipe,
             run_dir,
-            metric="tuned_jaccard_f1",
+            metric="tuned_jaccard_f1" if sampler is None else ENCODER_SELECTION,
             remove_unused_columns=False,
             checkpoints=f"checkpoints_{stage}" if stage else "checkpoints",
         )
         if stage:
             args.num_train_epochs, args.max_steps = s.hard_negatives.epochs, -1
         else:
-            args.num_train_epochs = planned_epochs(recipe, len(p.train.windows))
+            args.num_train_epochs = planned_epochs(recipe, examples_per_epoch(recipe, p.train))
         return _trainer_class()(
             model=p.model,
             args=args,
@@ -490,7 +592,31 @@ class SegmentClassification(Flow):
             callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
             pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
             focal_gamma=s.focal_gamma,
+            epoch_sampler=sampler,
         )
+
+    @staticmethod
+    def _encoder_metrics(recipe: SegmentClassificationRecipe, p: SegmentPrepared, scorer, records, evaluated):
+        """segments.encoder_input=segments: what the encoder alone says about the evaluation documents (the
+        held-out training documents): macro AUPR over their segments (ENCODER_SELECTION: what chooses the
+        checkpoint and stops training at its plateau), and over the threshold sweep with Jaccard at thresholds
+        cross-fitted over two halves of them, as dev is scored."""
+        texts, golds = [r.text for r in records], [r.spans for r in records]
+        targets = np.asarray([rows[0] for rows in evaluated.segment_labels], dtype=int).reshape(-1, len(p.labels))
+
+        def compute_metrics(pred) -> dict:
+            logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+            windows = evaluated.windows
+            per_window = [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)]
+            segments, encoder = scorer.encoder_logits(texts, windows, per_window)
+            alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
+            swept = cross_fitted_summary(scorer, alone, texts, golds, p.labels, recipe.eval.jaccard_threshold)
+            own = np.asarray(
+                [np.asarray(x)[np.asarray(ids) == 0].mean(axis=0) for x, ids in zip(per_window, evaluated.local_ids)]
+            ).reshape(-1, len(p.labels))
+            return {ENCODER_SELECTION: segment_macro_aupr(targets, own), **swept}
+
+        return compute_metrics
 
     def _meta(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared) -> ModelMeta:
         return ModelMeta(
@@ -502,6 +628,11 @@ class SegmentClassification(Flow):
             min_overlap=recipe.segments.min_overlap,
             linear_prior=LINEAR_FILE if p.prior is not None else None,
             combination=None,  # combination=fitted: written by `evaluate`, fitted on the held-out documents
+            **(
+                {"segment_tokens": recipe.segments.segment_tokens, "context_tokens": recipe.segments.context_tokens}
+                if recipe.segments.encoder_input == "segments"
+                else {}
+            ),
             clause_starts=STARTS_FILE if p.prior is not None and p.prior.starts is not None else None,
         )
 
@@ -534,9 +665,9 @@ class SegmentClassification(Flow):
     ) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
         classifier.autocast = preferred_autocast(recipe.eval.precision, classifier.device)
-        chosen, combined = None, {}
+        chosen, combined, encoder_thresholds = None, {}, None
         if p.evidence is not None:
-            combination = fit_held_out_combination(recipe, classifier, p)
+            combination, encoder_thresholds = fit_held_out_combination(recipe, classifier, p)
             model_dir = run_dir / MODEL_DIR
             write_meta(model_dir, load_meta(model_dir).model_copy(update={"combination": combination.weights}))
             classifier.combination = combination.weights
@@ -545,24 +676,44 @@ class SegmentClassification(Flow):
             combined = {"combination": combination.report, "combination_note": combination.note()}
         elif p.threshold_records:
             chosen = held_out_thresholds(recipe, classifier, p)
+        # The dev documents are read by the encoder once: the final model's scores and the encoder alone's.
+        texts = [r.text for r in p.dev_records]
+        segments, encoder = classifier.score_encoder(texts, recipe.train.eval_batch_size)
+        final = classifier.scores_from_encoder(texts, segments, encoder)
         metrics, info = score_segment_model(
-            recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size, chosen
+            recipe, run_dir, classifier, p.dev_records, p.labels, recipe.train.eval_batch_size, chosen, final
         )
         info.update(combined)
         if chosen is not None:
             info.update(tuning_note(recipe, p.threshold_records, p.labels))
+        linear = p.prior.score(texts) if p.prior is not None else None
         if p.prior is not None:
             # What the encoder adds: the linear prior alone on the same dev documents, scored the same way.
-            texts = [r.text for r in p.dev_records]
             alone = cross_fitted_summary(
                 p.prior,
-                p.prior.score(texts),
+                linear,
                 texts,
                 [r.spans for r in p.dev_records],
                 p.labels,
                 recipe.eval.jaccard_threshold,
             )
             info["linear_prior_alone_dev"] = {k: round(v, 4) for k, v in alone.items()}
+        if p.prior is not None and encoder_thresholds is not None:
+            # Three models on dev, each at thresholds chosen on training documents: the linear model alone (out of
+            # fold), the encoder alone (held out) and the final model (metrics' headline).
+            metrics["models"] = {
+                "linear": model_figures(p.prior, linear, p.linear_thresholds, p.dev_records, recipe),
+                "encoder": model_figures(
+                    classifier,
+                    SegmentScores(segments, [sigmoid(x) for x in encoder]),
+                    encoder_thresholds,
+                    p.dev_records,
+                    recipe,
+                ),
+                "final": headline_figures(metrics),
+            }
+        if recipe.segments.encoder_input == "segments":
+            info["encoder_training"] = encoder_training(recipe, trained)
         return metrics, {
             **info,
             "eval_autocast": classifier.autocast,

@@ -90,16 +90,17 @@ def score_segment_model(
     labels: list[str],
     batch_size: int = 16,
     chosen: tuple[list[float], str] | None = None,
+    scores: SegmentScores | None = None,
 ) -> tuple[dict, dict]:
     """Every segment model's last step (the encoder's and the linear baseline's): score dev, save per-label
     thresholds with the model, and score dev with CUAD's ranking metrics over the threshold sweep.
 
     The thresholds are `chosen` elsewhere (thresholds, how), so dev only reports; or fixed; or else chosen on
     dev (segments.thresholds: tuned, and `toolkit tune`), dev then scored at thresholds cross-fitted over its
-    two halves."""
+    two halves. `scores`: the classifier's scores of dev, already computed (its last_report timed them)."""
     e, how = recipe.eval, recipe.segments.thresholds
     texts, golds = [r.text for r in dev_records], [r.spans for r in dev_records]
-    scores = classifier.score(texts, batch_size)
+    scores = classifier.score(texts, batch_size) if scores is None else scores
     fixed = classifier.spans_at(scores, classifier.default_thresholds())
     counts, crossed = sweep_and_cross_fit(classifier, scores, texts, golds, labels, e.jaccard_threshold)
     if chosen is not None:
@@ -120,6 +121,34 @@ def score_segment_model(
     write_predictions(run_dir / PREDICTIONS_FILE, dev_records, reported)
     info = {"eval_seconds": round(classifier.last_report["seconds"], 1), "dev_thresholds": how}
     return metrics, {**info, **(tuning_note(recipe, dev_records, labels) if chosen is None else {})}
+
+
+def model_figures(
+    classifier: SegmentDecisions, scores: SegmentScores, thresholds: list[float], records: list[SpanRecord], recipe
+) -> dict:
+    """One segment model's dev figures at thresholds chosen elsewhere, with their 95% CIs (as the headline):
+    Jaccard F1, precision and recall, and macro AUPR over the threshold sweep."""
+    e = recipe.eval
+    texts, golds = [r.text for r in records], [r.spans for r in records]
+    spans = classifier.spans_at(scores, thresholds)
+    scored = score(texts, golds, spans, e.boundary_tolerance, e.jaccard_threshold, e.bootstrap, recipe.seed)
+    counts = sweep_counts(scores, texts, golds, classifier.labels, e.jaccard_threshold)
+    ranking = sweep_metrics(counts, classifier.labels, e.bootstrap, recipe.seed, e.jaccard_threshold)
+    return headline_figures({**scored, "ranking": ranking})
+
+
+def headline_figures(metrics: dict) -> dict:
+    """The clause headline of a segment model's metrics: Jaccard F1 (CI), precision, recall, macro AUPR (CI)."""
+    summary, ci, ranking = metrics["summary"], metrics.get("ci95", {}), metrics["ranking"]
+    ranking_ci = ranking.get("ci95") or {}
+    return {
+        "jaccard_f1": summary["jaccard_f1"],
+        "jaccard_f1_ci95": ci.get("jaccard_f1"),
+        "jaccard_precision": summary["jaccard_precision"],
+        "jaccard_recall": summary["jaccard_recall"],
+        "macro_aupr": ranking["macro"].get("aupr"),
+        "macro_aupr_ci95": ranking_ci.get("macro_aupr") or ranking_ci.get("aupr"),
+    }
 
 
 def tuning_note(recipe: ExtractionRecipe, records: list[SpanRecord], labels: list[str]) -> dict[str, str]:

@@ -1,0 +1,164 @@
+"""segments.encoder_input=segments: one input per segment, fresh negatives each epoch, training to a plateau
+on held-out training documents, and the three models (linear, encoder, final) reported on dev."""
+
+import json
+
+import pytest
+from conftest import REPO
+
+from toolkit.spans.segment_decoding import NO_SEGMENT, token_segments
+from toolkit.spans.segment_windows import make_segment_windows
+from toolkit.tasks.features import SegmentEpochSampler
+
+TEXT = "The term is one year. It renews unless notice is given sixty days before expiry.\n\n   \nSigned."
+
+
+def _tokenizer(tiny_bert):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_bert))
+
+
+def test_each_segment_is_one_input_with_its_context_read_but_belonging_to_no_segment(tiny_bert):
+    from toolkit.spans.segments import segment_text
+
+    tokenizer = _tokenizer(tiny_bert)
+    segments = segment_text(TEXT)
+    windows, index = make_segment_windows(tokenizer, [TEXT], [segments], segment_tokens=4, context_tokens=2)
+    assert index == list(range(len(segments))) and len(segments) == 3
+    for w, k in zip(windows, index):
+        own = token_segments(w.offsets, segments)
+        # Only the segment's own tokens map to a segment, and only to this one; context and specials map to none.
+        assert set(own) - {NO_SEGMENT} == {k}
+        assert w.input_ids[0] == tokenizer.cls_token_id and w.input_ids[-1] == tokenizer.sep_token_id
+        mine = [i for i, s in enumerate(own) if s == k]
+        assert 1 <= len(mine) <= 4 and mine == list(range(mine[0], mine[-1] + 1))
+        a, b = segments[k]
+        assert all(a <= w.offsets[i][0] < b for i in mine)
+        assert len(w.input_ids) <= 2 + 4 + 2 * 2
+    # The long first sentence is cut after 4 tokens; the tokens after them are context on the right.
+    first = windows[0]
+    text_of = [TEXT[s:e].lower() for s, e in first.offsets if e > s]
+    assert text_of == tokenizer.convert_ids_to_tokens(first.input_ids)[1:5]  # the tiny vocabulary is lower-cased
+    assert len(first.input_ids) == 1 + 4 + 2 + 1  # no left context at the document's start
+    # A middle segment has context on both sides.
+    assert len(windows[1].input_ids) == 1 + 2 + 4 + 2 + 1
+
+
+def test_a_segment_without_tokens_has_no_input_and_no_score(tiny_bert):
+    tokenizer = _tokenizer(tiny_bert)
+    windows, index = make_segment_windows(tokenizer, ["a b"], [[(0, 1), (1, 2), (2, 3)]], 8, 0)
+    assert index == [0, 2]  # (1, 2) holds only a space
+    assert make_segment_windows(tokenizer, ["", "x"], [[], [(0, 1)]], 8, 4)[1] == [0]
+
+
+def test_each_epoch_takes_every_positive_and_fresh_negatives_in_batches_of_similar_length():
+    positive = [i % 10 == 0 for i in range(200)]  # 20 positives, 180 negatives
+    lengths = [(i * 37) % 101 for i in range(200)]
+    sampler = SegmentEpochSampler(positive, lengths, ratio=3, batch_size=8, seed=1)
+    assert len(sampler) == 80
+    first, second = list(sampler), list(sampler)
+    for epoch in (first, second):
+        assert len(epoch) == 80 and len(set(epoch)) == 80
+        assert {i for i in epoch if positive[i]} == {i for i in range(200) if positive[i]}
+    assert {i for i in first if not positive[i]} != {i for i in second if not positive[i]}  # drawn anew
+    # One pool of 50 batches here: each batch holds neighbours in length order, so batches barely vary inside.
+    spread = [max(lengths[i] for i in first[k : k + 8]) - min(lengths[i] for i in first[k : k + 8]) for k in (0, 8)]
+    assert max(spread) < 20
+    assert list(SegmentEpochSampler(positive, lengths, 3, 8, seed=1)) == first  # seeded
+    assert len(SegmentEpochSampler(positive, lengths, None, 8, 1)) == 200  # None: every segment
+    assert len(SegmentEpochSampler(positive, lengths, 100, 8, 1)) == 200  # at most the negatives there are
+
+
+def test_segment_inputs_refuse_what_they_do_not_read_all_at_once():
+    from toolkit.config import load_recipe
+    from toolkit.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        load_recipe(
+            REPO / "recipes" / "cuad_clauses_segments_mlm.yaml",
+            ["segments.encoder_input=segments", "segments.combination=sum", "segments.thresholds=held_out"],
+        )
+    message = str(caught.value) + " ".join(getattr(caught.value, "fix", "") or "")
+    for part in ("segments.combination=fitted", "windows.negative_ratio"):
+        assert part in message, message
+    with pytest.raises(ConfigError, match="exceeds model.max_length"):
+        load_recipe(
+            REPO / "recipes" / "demo_segments_mlm.yaml",
+            ["segments.encoder_input=segments", "segments.segment_tokens=120", "segments.loss_weights=none"],
+        )
+
+
+SEGMENT_RUN = [
+    "data.max_train_docs=12",
+    "data.max_dev_docs=4",
+    "train.learning_rate=1e-3",
+    "train.batch_size=8",
+    "eval.bootstrap=20",
+    "segments.linear_prior=true",
+    "segments.clause_starts=true",
+    "segments.folds=3",
+    "segments.thresholds=held_out",
+    "segments.held_out_share=0.25",
+    "segments.combination=fitted",
+    "segments.encoder_input=segments",
+    "segments.loss_weights=none",
+    "segments.segment_tokens=48",
+    "segments.context_tokens=8",
+]
+
+
+def test_a_segment_input_run_reports_three_models_and_what_ended_training(tiny_bert, tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.deploy.export import export_run
+    from toolkit.infer import load_predictor
+    from toolkit.rundir import open_run
+    from toolkit.tasks import run_recipe
+
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", "train.epochs=3", *SEGMENT_RUN]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "seg")
+    plan = json.loads((result.run_dir / "data_report.json").read_text())
+    assert plan["encoder_input"] == "segments" and plan["train"]["documents"] == 9
+    # Every segment of the 9 training documents is an input; an epoch is its positives and 3x as many negatives,
+    # or every negative where there are fewer.
+    positives, inputs = plan["train"]["windows_with_spans"], plan["train"]["windows"]
+    assert plan["inputs_per_epoch"] == positives + min(inputs - positives, 3 * positives) == inputs
+
+    training = result.run["encoder_training"]
+    assert training["ended_by"] == "epoch cap (train.epochs=3)" and training["epochs"] == 3
+    assert [c["epoch"] for c in training["held_out_curve"]] == [1, 2, 3]
+    assert training["best_epoch"] == max(training["held_out_curve"], key=lambda c: c["segment_aupr"])["epoch"]
+
+    models = result.metrics["models"]
+    assert set(models) == {"linear", "encoder", "final"}
+    assert models["final"]["jaccard_f1"] == result.summary["jaccard_f1"]
+    for figures in models.values():
+        assert 0 <= figures["macro_aupr"] <= 1 and len(figures["jaccard_f1_ci95"]) == 2
+    assert "## Three models on dev" in (result.run_dir / "report.md").read_text()
+
+    # The saved model reads segment inputs wherever it is loaded: eval, export (parity on them) and the service.
+    run = open_run(result.run_dir)
+    assert run.meta.segment_tokens == 48 and run.meta.context_tokens == 8
+    predictor = load_predictor(result.run_dir)
+    texts = [TEXT, "Governing law. This agreement is governed by the laws of Delaware."]
+    windows = predictor.windows(texts)
+    assert len(windows) == sum(len(s) for s in predictor.score(texts).segments)
+    manifest = export_run(result.run_dir, tmp_path / "art", precision="fp32", parity_docs=4)
+    assert manifest["parity"]["onnx_fp32"]["max_logit_diff"] < 1e-3
+    exported = load_predictor(tmp_path / "art")
+    assert [[(s.start, s.end, s.label) for s in d] for d in exported.predict(texts)] == [
+        [(s.start, s.end, s.label) for s in d] for d in predictor.predict(texts)
+    ]
+
+
+def test_training_stops_where_the_held_out_aupr_stops_rising(tiny_bert, tmp_path):
+    from toolkit.config import load_recipe
+    from toolkit.tasks import run_recipe
+
+    # A learning rate too small to move the ranking: the held-out AUPR never improves on the first evaluation.
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN]
+    overrides += ["train.epochs=8", "train.early_stopping_patience=2", "train.learning_rate=1e-12"]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "flat")
+    training = result.run["encoder_training"]
+    assert training["ended_by"].startswith("plateau (2 evaluations")
+    assert training["epochs"] == 3 and training["best_epoch"] == 1 and training["last_gain"] == 0
