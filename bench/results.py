@@ -281,9 +281,10 @@ def model_lines(records: list[Record]) -> list[str]:
     ]
     for r in records:
         t = r.encoder_training
+        points = ", ".join(f"{c['segment_aupr']:.3f}" for c in t["held_out_curve"]) if t else ""
         trained = (
             f"{t['epochs']:g} epochs, {_seconds(t['seconds'])}, ended by {t['ended_by']}; held-out segment AUPR per "
-            f"evaluation: {', '.join(f'{c['segment_aupr']:.3f}' for c in t['held_out_curve'])}"
+            f"evaluation: {points}"
             if t
             else "windows, trained with the linear logit"
         )

@@ -39,7 +39,17 @@ def main() -> None:
     parser.add_argument("recipe", type=Path)
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--plain-only", action="store_true", help="skip the Trainer runs (a lever's seconds alone)")
+    parser.add_argument(
+        "--no-length-buckets",
+        action="store_true",
+        help="segment inputs: batches in random order, not of similar length (the bucketing lever, measured)",
+    )
     args = parser.parse_args()
+    if args.no_length_buckets:
+        from toolkit.tasks.features import SegmentEpochSampler
+
+        SegmentEpochSampler.POOL_BATCHES = 1  # sorted within one batch only: the padding of a random order
     import torch
     from transformers import set_seed
 
@@ -85,6 +95,28 @@ def main() -> None:
             optimizer.step()
             optimizer.zero_grad()
         plain = time.perf_counter() - started
+        steps_per_epoch = len(trainer.get_train_dataloader())
+    result = {
+        "cpu": cpu_line(),
+        "conditions": machine["conditions"],
+        "recipe": str(args.recipe),
+        "overrides": args.overrides,
+        "length_buckets": not args.no_length_buckets,
+        "bf16": bool(trainer.args.bf16),
+        "steps": args.steps,
+        "real_tokens": tokens,
+        "padded_tokens": padded,
+        "epoch_real_tokens": epoch_real,
+        "epoch_padding_share": round(1 - epoch_real / epoch_padded, 4),
+        "plain_tokens_per_s": round(tokens / plain, 1),
+        "plain_seconds_per_step": round(plain / args.steps, 3),
+        "steps_per_epoch": steps_per_epoch,
+        # the plain loop's seconds per step over one whole epoch of the same dataloader
+        "plain_seconds_per_epoch": round(plain / args.steps * steps_per_epoch, 1),
+    }
+    if args.plain_only:
+        print(json.dumps(result))
+        return
     set_seed(recipe.seed)
     quiet = recipe.model_copy(deep=True)
     quiet.train.max_steps = args.steps
@@ -97,27 +129,12 @@ def main() -> None:
         started = time.perf_counter()
         trainer.train()
         trained = time.perf_counter() - started
-    print(
-        json.dumps(
-            {
-                "cpu": cpu_line(),
-                "conditions": machine["conditions"],
-                "recipe": str(args.recipe),
-                "overrides": args.overrides,
-                "bf16": bool(trainer.args.bf16),
-                "steps": args.steps,
-                "real_tokens": tokens,
-                "padded_tokens": padded,
-                "epoch_real_tokens": epoch_real,
-                "epoch_padding_share": round(1 - epoch_real / epoch_padded, 4),
-                "plain_tokens_per_s": round(tokens / plain, 1),
-                "trainer_tokens_per_s": round(tokens / trained, 1),
-                "trainer_over_plain": round(plain / trained, 3),
-                "plain_seconds_per_step": round(plain / args.steps, 3),
-                "trainer_seconds_per_step": round(trained / args.steps, 3),
-            }
-        )
-    )
+    result |= {
+        "trainer_tokens_per_s": round(tokens / trained, 1),
+        "trainer_over_plain": round(plain / trained, 3),
+        "trainer_seconds_per_step": round(trained / args.steps, 3),
+    }
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ declare -A VARIANTS=(
   [segments_ctx0]="$SEGMENTS segments.context_tokens=0"
   [segments_neg10]="$SEGMENTS segments.negatives_per_positive=10"
   [segments_lr1e4]="$SEGMENTS train.learning_rate=1e-4"
+  [segments_lr1e4_long]="$SEGMENTS train.learning_rate=1e-4 train.epochs=20 train.early_stopping_patience=3"
+  [segments_ctx0_long]="$SEGMENTS segments.context_tokens=0 train.learning_rate=1e-4 train.epochs=20 train.early_stopping_patience=3"
 )
 for SET in $(ls "$OUT/data" | grep "^${ROLE}_" | grep -E "${SETS:-.}"); do
   R=$OUT/data/$SET/recipe.yaml

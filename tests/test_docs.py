@@ -95,6 +95,33 @@ def test_the_headline_table_shows_only_records_marked_headline():
     assert table.count("\n| ") == 1 + len(marked)  # the header row, then one row per marked record
 
 
+def test_a_clause_record_carries_and_renders_its_three_models_and_the_encoder_curve(tmp_path):
+    figures = {"jaccard_f1": 0.5, "jaccard_f1_ci95": [0.4, 0.6], "jaccard_precision": 0.6, "jaccard_recall": 0.4}
+    models = {
+        "linear": {**figures, "macro_aupr": 0.66, "macro_aupr_ci95": [0.54, 0.79]},
+        "encoder": {**figures, "macro_aupr": 0.52, "macro_aupr_ci95": [0.40, 0.65]},
+        "final": {**figures, "macro_aupr": 0.66, "macro_aupr_ci95": [0.54, 0.79]},
+    }
+    curve = [{"epoch": e, "segment_aupr": a} for e, a in ((1, 0.1), (2, 0.45), (3, 0.5))]
+    training = {"ended_by": "epoch cap (train.epochs=3)", "epochs": 3, "seconds": 90.0, "held_out_curve": curve}
+    metrics = {
+        "summary": {"jaccard_f1": 0.5, "jaccard_precision": 0.6, "jaccard_recall": 0.4},
+        "ci95": {"jaccard_f1": [0.4, 0.6]},
+        "ranking": {"macro": {"aupr": 0.66}},
+        "counts": {"documents": 51},
+        "models": models,
+        "run": {"train_seconds": 90.0, "eval_seconds": 12.0, "encoder_training": training},
+    }
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    (tmp_path / "config.yaml").write_text("task: segment_classification\n")
+    r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml", "abc1234")
+    assert r.models == models and r.encoder_training == training
+    page = results.render_page([r])
+    assert "| recipe | encoder | 0.500 (0.400-0.600) | 0.520 (0.400-0.650) | 3 epochs, 90 s, ended by epoch cap" in page
+    assert "held-out segment AUPR per evaluation: 0.100, 0.450, 0.500" in page
+    assert "| recipe | linear | 0.500 (0.400-0.600) | 0.660 (0.540-0.790) |  |" in page
+
+
 def _load_row(clients: int, requests: int, errors: int, equal: int, p50: float, threads: int = 0) -> dict:
     return {
         "model_threads": threads,

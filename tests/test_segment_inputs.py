@@ -70,6 +70,29 @@ def test_each_epoch_takes_every_positive_and_fresh_negatives_in_batches_of_simil
     assert len(SegmentEpochSampler(positive, lengths, 100, 8, 1)) == 200  # at most the negatives there are
 
 
+def test_the_evaluation_sample_keeps_every_positive_and_weighs_negatives_to_estimate_the_full_aupr():
+    import numpy as np
+
+    from toolkit.tasks.features import SegmentWindows
+    from toolkit.tasks.segment_classification import evaluation_sample, segment_macro_aupr
+
+    rng = np.random.default_rng(0)
+    n = 20000
+    targets = (rng.random((n, 2)) < 0.01).astype(int)
+    logits = targets * 1.5 + rng.normal(size=(n, 2))
+    rows = SegmentWindows([None] * n, [[0]] * n, [[list(t)] for t in targets], [[i] for i in range(n)])
+    sample, weights = evaluation_sample(rows, 2000, seed=3)
+    kept = [row[0] for row in sample.segment_labels]
+    assert sum(map(any, kept)) == int(targets.any(axis=1).sum())  # every positive input
+    assert len(kept) - sum(map(any, kept)) == 2000 and weights.sum() == pytest.approx(n)
+    index = [k[0] for k in sample.segment_index]
+    full = segment_macro_aupr(targets, logits)
+    estimate = segment_macro_aupr(targets[index], logits[index], weights)
+    unweighted = segment_macro_aupr(targets[index], logits[index])
+    assert abs(estimate - full) < 0.05 < unweighted - full  # the weights undo the sample's inflated precision
+    assert evaluation_sample(rows, None, 3) == (rows, None) and evaluation_sample(rows, n, 3)[1] is None
+
+
 def test_segment_inputs_refuse_what_they_do_not_read_all_at_once():
     from toolkit.config import load_recipe
     from toolkit.errors import ConfigError
@@ -158,7 +181,53 @@ def test_training_stops_where_the_held_out_aupr_stops_rising(tiny_bert, tmp_path
     # A learning rate too small to move the ranking: the held-out AUPR never improves on the first evaluation.
     overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN]
     overrides += ["train.epochs=8", "train.early_stopping_patience=2", "train.learning_rate=1e-12"]
+    overrides += ["segments.evaluation_negatives=5"]  # the evaluation reads a weighted sample of the negatives
     result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "flat")
     training = result.run["encoder_training"]
     assert training["ended_by"].startswith("plateau (2 evaluations")
     assert training["epochs"] == 3 and training["best_epoch"] == 1 and training["last_gain"] == 0
+    # A sampled evaluation has no documents to decode: its curve holds the segment AUPR alone.
+    assert all(set(point) == {"epoch", "segment_aupr"} for point in training["held_out_curve"])
+
+
+def test_the_frozen_layer_cache_replays_what_the_frozen_layers_compute(tiny_bert):
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    from toolkit.tasks.frozen_layers import FrozenLayerCache
+
+    torch.manual_seed(0)
+    model = AutoModelForTokenClassification.from_pretrained(str(tiny_bert), num_labels=3).eval()
+    cache = FrozenLayerCache(model, frozen=1)
+    ids = torch.tensor([[2, 40, 41, 42, 3], [2, 50, 3, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    with torch.no_grad():
+        whole = model(input_ids=ids, attention_mask=mask).logits
+        first = cache.forward(model, {"input_ids": ids, "attention_mask": mask}).logits
+        # The same inputs in another batch, padded wider: replayed, not recomputed.
+        wider = torch.cat([ids, torch.zeros((2, 3), dtype=torch.long)], dim=1)
+        again = cache.forward(model, {"input_ids": wider, "attention_mask": torch.cat([mask, mask[:, :3] * 0], 1)})
+    torch.testing.assert_close(first[mask.bool()], whole[mask.bool()], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(again.logits[:, :5][mask.bool()], whole[mask.bool()], atol=1e-5, rtol=1e-5)
+    assert cache.report() == {"frozen_layers": 1, "inputs_computed": 2, "inputs_replayed": 2}
+    # The model is whole again after each call: its own forward pass reads every layer.
+    assert len(model.base_model.encoder.layer) == 2
+
+
+def test_a_run_with_frozen_lower_layers_replays_them_and_leaves_them_unchanged(tiny_bert, tmp_path):
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    from toolkit.config import load_recipe
+    from toolkit.tasks import run_recipe
+
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", "train.epochs=2", "model.train_layers=1"]
+    result = run_recipe(
+        load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", [*overrides, *SEGMENT_RUN]), tmp_path / "cached"
+    )
+    cache = result.run["encoder_training"]["frozen_layer_cache"]
+    assert cache["frozen_layers"] == 1 and cache["inputs_replayed"] > cache["inputs_computed"] > 0
+    before = AutoModelForTokenClassification.from_pretrained(str(tiny_bert), num_labels=3)
+    after = AutoModelForTokenClassification.from_pretrained(str(result.run_dir / "model"))
+    assert torch.equal(before.base_model.encoder.layer[0].output.dense.weight, after.base_model.encoder.layer[0].output.dense.weight)
+    assert not torch.equal(before.base_model.encoder.layer[1].output.dense.weight, after.base_model.encoder.layer[1].output.dense.weight)

@@ -500,6 +500,24 @@ class SegmentsConfig(SegmentDecisionConfig):
             "segment, every epoch)."
         ),
     )
+    cache_frozen_layers: bool = Field(
+        default=True,
+        description=(
+            "encoder_input=segments with model.train_layers: the embeddings and frozen lower layers are run once per "
+            "input (in eval mode, so without their dropout) and their hidden states replayed in later epochs and "
+            "evaluations; only the trainable top layers run each step."
+        ),
+    )
+    evaluation_negatives: int | None = Field(
+        default=2000,
+        ge=1,
+        description=(
+            "encoder_input=segments: the evaluation after each epoch reads every held-out positive segment and at most "
+            "this many held-out clause-free ones, drawn once; their AUPR weighs each drawn negative by how many it "
+            "stands for, so it estimates the AUPR over every held-out segment at a fraction of the cost (None: every "
+            "segment, and the Jaccard figures of the held-out documents beside it)."
+        ),
+    )
     min_steps: int | None = Field(
         default=None,
         ge=1,

@@ -72,14 +72,33 @@ from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resu
 ENCODER_SELECTION = "encoder_segment_aupr"
 
 
-def segment_macro_aupr(targets: np.ndarray, logits: np.ndarray) -> float:
-    """Mean over labels with a positive segment of the average precision of the segments ranked by logit."""
+def segment_macro_aupr(targets: np.ndarray, logits: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Mean over labels with a positive segment of the average precision of the segments ranked by logit, each
+    segment weighted by how many it stands for (`evaluation_sample`)."""
     from sklearn.metrics import average_precision_score
 
     values = [
-        average_precision_score(targets[:, j], logits[:, j]) for j in range(targets.shape[1]) if targets[:, j].any()
+        average_precision_score(targets[:, j], logits[:, j], sample_weight=weights)
+        for j in range(targets.shape[1])
+        if targets[:, j].any()
     ]
     return float(np.mean(values)) if values else 0.0
+
+
+def evaluation_sample(
+    evaluated: SegmentWindows, negatives: int | None, seed: int
+) -> tuple[SegmentWindows, np.ndarray | None]:
+    """segments.evaluation_negatives: every positive input and at most `negatives` clause-free ones drawn once,
+    in order, with weights (1 for a positive, all negatives over drawn ones for a drawn negative) under which
+    the sample's AUPR estimates the AUPR over every input; (every input, None) when nothing needs drawing."""
+    positive = [any(rows[0]) for rows in evaluated.segment_labels]
+    pool = [i for i, p in enumerate(positive) if not p]
+    if negatives is None or len(pool) <= negatives:
+        return evaluated, None
+    drawn = set(random.Random(seed).sample(pool, negatives))
+    keep = [i for i, p in enumerate(positive) if p or i in drawn]
+    weights = np.asarray([1.0 if positive[i] else len(pool) / negatives for i in keep])
+    return evaluated.subset(keep), weights
 
 
 def positive_weights(choice: str, labels: list[str], segment_labels: list[list[list[int]]]) -> list[float] | None:
@@ -133,11 +152,14 @@ def _trainer_class():
     class SegmentTrainer(Trainer):
         """Binary cross-entropy (or focal loss) on each segment's mean token logit, per label."""
 
-        def __init__(self, *args, pos_weight=None, focal_gamma: float = 0.0, epoch_sampler=None, **kwargs):
+        def __init__(
+            self, *args, pos_weight=None, focal_gamma: float = 0.0, epoch_sampler=None, frozen_cache=None, **kwargs
+        ):
             super().__init__(*args, **kwargs)
             self.pos_weight = torch.tensor(pos_weight, dtype=torch.float) if pos_weight else None
             self.focal_gamma = focal_gamma
             self.epoch_sampler = epoch_sampler
+            self.frozen_cache = frozen_cache  # segments.cache_frozen_layers: the frozen part replayed
             self.model_accepts_loss_kwargs = False  # a per-batch mean: the Trainer scales it for accumulation
 
         def _get_train_sampler(self, *args, **kwargs):
@@ -151,7 +173,7 @@ def _trainer_class():
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels, local = inputs.pop("labels"), inputs.pop("segment_ids")
             priors = inputs.pop("segment_priors", None)
-            outputs = model(**inputs)
+            outputs = model(**inputs) if self.frozen_cache is None else self.frozen_cache.forward(model, inputs)
             logits = outputs.logits.float()
             batch, width, n_labels = logits.shape
             most = labels.shape[1]
@@ -262,6 +284,16 @@ def epoch_sampler(recipe: SegmentClassificationRecipe, train: SegmentWindows) ->
     )
 
 
+def frozen_cache(recipe: SegmentClassificationRecipe, model):
+    """segments.cache_frozen_layers with model.train_layers: the frozen part's states, computed once per input."""
+    top = recipe.model.train_layers
+    if top is None or not recipe.segments.cache_frozen_layers:
+        return None
+    from toolkit.tasks.frozen_layers import FrozenLayerCache
+
+    return FrozenLayerCache(model, int(model.config.num_hidden_layers) - top)
+
+
 def examples_per_epoch(recipe: SegmentClassificationRecipe, train: SegmentWindows) -> int:
     sampler = epoch_sampler(recipe, train)
     return len(train.windows) if sampler is None else len(sampler)
@@ -312,12 +344,12 @@ def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained) -> d
     epoch, and what ended training: the plateau (train.early_stopping_patience evaluations without a better
     held-out AUPR), the epoch cap (train.epochs) or the time budget (train.max_seconds)."""
     key = f"eval_{ENCODER_SELECTION}"
+    also = {"macro_aupr": "eval_macro_aupr", "tuned_jaccard_f1": "eval_tuned_jaccard_f1"}  # every segment read
     curve = [
         {
             "epoch": round(e["epoch"], 2),
             "segment_aupr": round(e[key], 4),
-            "macro_aupr": round(e.get("eval_macro_aupr", 0.0), 4),
-            "tuned_jaccard_f1": round(e.get("eval_tuned_jaccard_f1", 0.0), 4),
+            **{name: round(e[logged], 4) for name, logged in also.items() if logged in e},
         }
         for e in trained.span.log
         if key in e
@@ -569,7 +601,8 @@ class SegmentClassification(Flow):
         t, s = recipe.train, recipe.segments
         sampler = epoch_sampler(recipe, train or p.train)
         if sampler is not None:
-            compute_metrics = self._encoder_metrics(recipe, p, scorer, records, evaluated)
+            evaluated, weights = evaluation_sample(evaluated, s.evaluation_negatives, recipe.seed)
+            compute_metrics = self._encoder_metrics(recipe, p, scorer, records, evaluated, weights)
         # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
         args = training_arguments(
             recipe,
@@ -593,14 +626,18 @@ class SegmentClassification(Flow):
             pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
             focal_gamma=s.focal_gamma,
             epoch_sampler=sampler,
+            frozen_cache=frozen_cache(recipe, p.model) if sampler is not None else None,
         )
 
     @staticmethod
-    def _encoder_metrics(recipe: SegmentClassificationRecipe, p: SegmentPrepared, scorer, records, evaluated):
+    def _encoder_metrics(
+        recipe: SegmentClassificationRecipe, p: SegmentPrepared, scorer, records, evaluated, weights
+    ):
         """segments.encoder_input=segments: what the encoder alone says about the evaluation documents (the
         held-out training documents): macro AUPR over their segments (ENCODER_SELECTION: what chooses the
-        checkpoint and stops training at its plateau), and over the threshold sweep with Jaccard at thresholds
-        cross-fitted over two halves of them, as dev is scored."""
+        checkpoint and stops training at its plateau; `weights` when negatives were sampled), and where every
+        segment was read, over the threshold sweep with Jaccard at thresholds cross-fitted over two halves of
+        them, as dev is scored."""
         texts, golds = [r.text for r in records], [r.spans for r in records]
         targets = np.asarray([rows[0] for rows in evaluated.segment_labels], dtype=int).reshape(-1, len(p.labels))
 
@@ -608,13 +645,15 @@ class SegmentClassification(Flow):
             logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
             windows = evaluated.windows
             per_window = [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)]
-            segments, encoder = scorer.encoder_logits(texts, windows, per_window)
-            alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
-            swept = cross_fitted_summary(scorer, alone, texts, golds, p.labels, recipe.eval.jaccard_threshold)
             own = np.asarray(
                 [np.asarray(x)[np.asarray(ids) == 0].mean(axis=0) for x, ids in zip(per_window, evaluated.local_ids)]
             ).reshape(-1, len(p.labels))
-            return {ENCODER_SELECTION: segment_macro_aupr(targets, own), **swept}
+            figures = {ENCODER_SELECTION: segment_macro_aupr(targets, own, weights)}
+            if weights is None:
+                segments, encoder = scorer.encoder_logits(texts, windows, per_window)
+                alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
+                figures |= cross_fitted_summary(scorer, alone, texts, golds, p.labels, recipe.eval.jaccard_threshold)
+            return figures
 
         return compute_metrics
 
@@ -714,6 +753,9 @@ class SegmentClassification(Flow):
             }
         if recipe.segments.encoder_input == "segments":
             info["encoder_training"] = encoder_training(recipe, trained)
+            cache = trained.trainer.frozen_cache
+            if cache is not None:
+                info["encoder_training"]["frozen_layer_cache"] = cache.report()
         return metrics, {
             **info,
             "eval_autocast": classifier.autocast,

@@ -1,0 +1,116 @@
+"""segments.cache_frozen_layers: with model.train_layers, the embeddings and frozen lower layers of an encoder
+give the same hidden states for an input every epoch, so they are computed once per input and replayed.
+
+Our own because neither transformers nor peft caches a frozen trunk's activations across epochs. The model is
+not changed: for the replayed forward pass its embeddings module is swapped, for that call only, for one that
+returns the cached states and its layer list for the trainable top layers, so the model's own attention-mask
+preparation, top layers and head run as they always do. The cached states are computed with the frozen part
+in eval mode (no dropout inside it), and the model that is saved, exported and served is the whole model.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from toolkit.errors import ConfigError
+
+
+def _trunk(model):
+    """(the model's base, its embeddings, its list of transformer layers) for BERT-family encoders."""
+    base = getattr(model, "base_model", None)
+    embeddings = getattr(base, "embeddings", None)
+    layers = getattr(getattr(base, "encoder", None), "layer", None)
+    if embeddings is None or layers is None:
+        raise ConfigError(
+            f"segments.cache_frozen_layers: {type(model).__name__} does not keep its layers where BERT-family "
+            "encoders do (base_model.embeddings, base_model.encoder.layer)",
+            fix="set segments.cache_frozen_layers=false",
+        )
+    return base, embeddings, layers
+
+
+class FrozenLayerCache:
+    """Hidden states after the embeddings and the lowest `frozen` layers, one entry per distinct input."""
+
+    def __init__(self, model, frozen: int):
+        self.base, self.embeddings, self.layers = _trunk(model)
+        if not 0 < frozen < len(self.layers):
+            raise ConfigError(
+                f"segments.cache_frozen_layers: model.train_layers leaves {frozen} of {len(self.layers)} layers "
+                "frozen; there is nothing to cache below a trainable layer",
+                fix="set model.train_layers below the model's layer count, or segments.cache_frozen_layers=false",
+            )
+        self.frozen = frozen
+        self.states: dict[tuple[int, ...], object] = {}
+        self.computed = 0  # inputs whose frozen part was run (each once)
+        self.replayed = 0  # inputs served from the cache
+
+    @contextmanager
+    def _swapped(self, embeddings, layers):
+        import torch
+
+        saved = self.base.embeddings, self.base.encoder.layer
+        self.base.embeddings, self.base.encoder.layer = embeddings, torch.nn.ModuleList(layers)
+        try:
+            yield
+        finally:
+            self.base.embeddings, self.base.encoder.layer = saved
+
+    def _compute(self, ids, mask, rows: list[int]) -> None:
+        import torch
+
+        lower = list(self.layers[: self.frozen])
+        modes = [m.training for m in (self.embeddings, *lower)]
+        for m in (self.embeddings, *lower):
+            m.eval()
+        try:
+            with torch.no_grad(), self._swapped(self.embeddings, lower):
+                hidden = self.base(input_ids=ids[rows], attention_mask=mask[rows]).last_hidden_state
+        finally:
+            for m, mode in zip((self.embeddings, *lower), modes):
+                m.train(mode)
+        for row, states in zip(rows, hidden):
+            n = int(mask[row].sum())
+            self.states[tuple(ids[row, :n].tolist())] = states[:n].detach().clone()
+        self.computed += len(rows)
+
+    def forward(self, model, inputs: dict):
+        """The model's outputs on `inputs` (input_ids, attention_mask, right-padded), its frozen part replayed."""
+        import torch
+
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        lengths = mask.sum(dim=1).tolist()
+        keys = [tuple(ids[i, :n].tolist()) for i, n in enumerate(lengths)]
+        missing = [i for i, k in enumerate(keys) if k not in self.states]
+        if missing:
+            self._compute(ids, mask, missing)
+        self.replayed += len(keys) - len(missing)
+        first = self.states[keys[0]]
+        hidden = torch.zeros((len(keys), ids.shape[1], first.shape[-1]), dtype=first.dtype, device=first.device)
+        for i, (k, n) in enumerate(zip(keys, lengths)):
+            hidden[i, :n] = self.states[k]
+        with self._swapped(_Replay(hidden), list(self.layers[self.frozen :])):
+            return model(input_ids=ids, attention_mask=mask)
+
+    def report(self) -> dict[str, int]:
+        return {"frozen_layers": self.frozen, "inputs_computed": self.computed, "inputs_replayed": self.replayed}
+
+
+def _replay_class():
+    import torch
+
+    class Replay(torch.nn.Module):
+        """Stands in for the embeddings: returns the cached states whatever it is asked."""
+
+        def __init__(self, hidden):
+            super().__init__()
+            self.hidden = hidden
+
+        def forward(self, *args, **kwargs):
+            return self.hidden
+
+    return Replay
+
+
+def _Replay(hidden):  # noqa: N802  (a module built on first use: importing torch here would load it for the CLI)
+    return _replay_class()(hidden)
