@@ -4,7 +4,8 @@
 # seconds per step times the epoch's steps). Levers, each against the defaults:
 #   sampled negatives (segments.negatives_per_positive=3) vs every segment each epoch (=null);
 #   length buckets vs random order; bf16 autocast vs fp32 (only where the CPU has bf16 units);
-#   model.train_layers=3 (embeddings and the lower 3 layers frozen) vs every weight.
+#   model.train_layers=3 (embeddings and the lower 3 layers frozen) vs every weight, without the frozen-layer cache,
+#   and with it: the pass that fills it (an input's first epoch) and the pass that replays it (later epochs).
 # Needs bench/out/unseen_sets/data (bench/unseen_clause_sets.py). Run alone: about 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +27,7 @@ run defaults
 run every_segment segments.negatives_per_positive=null
 run random_order --no-length-buckets
 run fp32 train.precision=fp32
-run top3_layers model.train_layers=3
+run top3_layers model.train_layers=3 segments.cache_frozen_layers=false
+run top3_cached_fill model.train_layers=3
+run top3_cached_replay model.train_layers=3 --second-pass
 cat "$OUT"

@@ -45,6 +45,11 @@ def main() -> None:
         action="store_true",
         help="segment inputs: batches in random order, not of similar length (the bucketing lever, measured)",
     )
+    parser.add_argument(
+        "--second-pass",
+        action="store_true",
+        help="run the batches once untimed first (segments.cache_frozen_layers: time the replayed pass, not the fill)",
+    )
     args = parser.parse_args()
     if args.no_length_buckets:
         from toolkit.tasks.features import SegmentEpochSampler
@@ -88,6 +93,10 @@ def main() -> None:
 
         step(batches[0]).backward()  # warm-up
         optimizer.zero_grad()
+        if args.second_pass:
+            with torch.no_grad():
+                for b in batches:
+                    step(b)
         started = time.perf_counter()
         for b in batches:
             loss = step(b)
@@ -102,6 +111,7 @@ def main() -> None:
         "recipe": str(args.recipe),
         "overrides": args.overrides,
         "length_buckets": not args.no_length_buckets,
+        "second_pass": args.second_pass,
         "bf16": bool(trainer.args.bf16),
         "steps": args.steps,
         "real_tokens": tokens,

@@ -229,5 +229,9 @@ def test_a_run_with_frozen_lower_layers_replays_them_and_leaves_them_unchanged(t
     assert cache["frozen_layers"] == 1 and cache["inputs_replayed"] > cache["inputs_computed"] > 0
     before = AutoModelForTokenClassification.from_pretrained(str(tiny_bert), num_labels=3)
     after = AutoModelForTokenClassification.from_pretrained(str(result.run_dir / "model"))
-    assert torch.equal(before.base_model.encoder.layer[0].output.dense.weight, after.base_model.encoder.layer[0].output.dense.weight)
-    assert not torch.equal(before.base_model.encoder.layer[1].output.dense.weight, after.base_model.encoder.layer[1].output.dense.weight)
+    assert torch.equal(
+        before.base_model.encoder.layer[0].output.dense.weight, after.base_model.encoder.layer[0].output.dense.weight
+    )
+    assert not torch.equal(
+        before.base_model.encoder.layer[1].output.dense.weight, after.base_model.encoder.layer[1].output.dense.weight
+    )

@@ -294,16 +294,16 @@ def segment_input_features(
     report.spans = sum(len(r.spans) for r in records)
     segments = [segment_text(r.text) for r in records]
     targets = [segment_targets(segs, r.spans, labels, min_overlap) for segs, r in zip(segments, records)]
-    windows, index = make_segment_windows(tokenizer, [r.text for r in records], segments, segment_tokens, context_tokens)
+    windows, index = make_segment_windows(
+        tokenizer, [r.text for r in records], segments, segment_tokens, context_tokens
+    )
     local_ids = [[NO_SEGMENT if b <= a else 0 for a, b in w.offsets] for w in windows]
     rows = [[targets[w.doc][k]] for w, k in zip(windows, index)]
     report.windows = len(windows)
     report.windows_with_spans = sum(any(r[0]) for r in rows)
     report.tokens = sum(len(w.input_ids) for w in windows)
     report.segment_tokens = sum(sum(i == 0 for i in ids) for ids in local_ids)
-    report.positive_segment_tokens = sum(
-        sum(i == 0 for i in ids) for ids, r in zip(local_ids, rows) if any(r[0])
-    )
+    report.positive_segment_tokens = sum(sum(i == 0 for i in ids) for ids, r in zip(local_ids, rows) if any(r[0]))
     report.spans_not_representable = uncarried_spans(records, segments, targets, labels)
     return SegmentWindows(windows, local_ids, rows, [[k] for k in index]), report
 
@@ -348,4 +348,3 @@ class SegmentEpochSampler:
             batches += [part[i : i + self.batch_size] for i in range(0, len(part), self.batch_size)]
         rng.shuffle(batches)
         return iter([i for batch in batches for i in batch])
-

@@ -67,7 +67,6 @@ from toolkit.tasks.segment_scoring import (
 )
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
 
-
 # segments.encoder_input=segments: the evaluation key that chooses the checkpoint and stops training.
 ENCODER_SELECTION = "encoder_segment_aupr"
 
@@ -505,7 +504,11 @@ class SegmentClassification(Flow):
             "dev": dev_report.to_dict(),
             "steps_per_epoch": steps_per_epoch(examples_per_epoch(recipe, train), recipe),
             "epochs": planned_epochs(recipe, examples_per_epoch(recipe, train)),
-            **({"encoder_input": "segments", "inputs_per_epoch": examples_per_epoch(recipe, train)} if segment_inputs else {}),
+            **(
+                {"encoder_input": "segments", "inputs_per_epoch": examples_per_epoch(recipe, train)}
+                if segment_inputs
+                else {}
+            ),
             **({"evaluated_during_training_on": "held-out training documents"} if s.combination == "fitted" else {}),
             **({"threshold_documents": len(held)} if held else {}),
             **parameter_counts(model),
@@ -630,9 +633,7 @@ class SegmentClassification(Flow):
         )
 
     @staticmethod
-    def _encoder_metrics(
-        recipe: SegmentClassificationRecipe, p: SegmentPrepared, scorer, records, evaluated, weights
-    ):
+    def _encoder_metrics(recipe: SegmentClassificationRecipe, p: SegmentPrepared, scorer, records, evaluated, weights):
         """segments.encoder_input=segments: what the encoder alone says about the evaluation documents (the
         held-out training documents): macro AUPR over their segments (ENCODER_SELECTION: what chooses the
         checkpoint and stops training at its plateau; `weights` when negatives were sampled), and where every
