@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 45's protocol (sets defined in bench/unseen_clause_sets.py, written down before any run on them).
+# Issue 45's protocol, used again by issue 58 (sets defined in bench/unseen_clause_sets.py, written down before any run on them).
 #   ROLE=select:  on the two select_* sets, the linear baseline and the variants of the recipe being chosen
 #                 among (VARIANTS below); the defaults are chosen from these and frozen in a commit.
 #   ROLE=confirm: on the two confirm_* sets, once, after the freeze: the linear baseline and the recipe at its
@@ -14,12 +14,17 @@ OUT=${OUT:-bench/out/unseen_sets}
 mkdir -p "$OUT"
 lscpu | grep -E "Model name|Flags" > "$OUT/cpu.txt"
 .venv/bin/python bench/unseen_clause_sets.py "$OUT/data" > "$OUT/sets.txt"
-FITTED="segments.combination=fitted segments.thresholds=held_out segments.held_out_share=0.25"
+# The recipe's windowed encoder before issue 58 froze segment inputs (its windows, one epoch, batches of 8).
+WINDOWS="segments.encoder_input=windows windows.negative_ratio=2 train.epochs=1 train.early_stopping_patience=null \
+train.batch_size=8"
+FITTED="$WINDOWS segments.combination=fitted segments.thresholds=held_out segments.held_out_share=0.25"
 BUDGET="segments.min_steps=300 segments.max_epochs=8 train.early_stopping_patience=2"
-SEGMENTS="$FITTED segments.encoder_input=segments windows.negative_ratio=null segments.loss_weights=none \
+# issue 58's first segment-input variant (the recipe's defaults since, but for lr 5e-5, 12 epochs, patience 2)
+SEGMENTS="segments.combination=fitted segments.thresholds=held_out segments.held_out_share=0.25 \
+segments.encoder_input=segments windows.negative_ratio=null segments.loss_weights=none \
 train.epochs=12 train.early_stopping_patience=2 train.learning_rate=5e-5 train.batch_size=16"
 # before: the recipe's defaults before issue 45 (the logits summed, probability 0.5, one epoch).
-BEFORE="segments.combination=sum segments.thresholds=fixed segments.min_steps=null train.early_stopping_patience=null"
+BEFORE="$WINDOWS segments.combination=sum segments.thresholds=fixed segments.min_steps=null train.early_stopping_patience=null"
 declare -A VARIANTS=(
   [before]="$BEFORE"
   [fitted]="$FITTED"
