@@ -26,6 +26,7 @@ train.epochs=12 train.early_stopping_patience=2 train.learning_rate=5e-5 train.b
 # before: the recipe's defaults before issue 45 (the logits summed, probability 0.5, one epoch).
 BEFORE="$WINDOWS segments.combination=sum segments.thresholds=fixed segments.min_steps=null train.early_stopping_patience=null"
 declare -A VARIANTS=(
+  [defaults]=""  # the recipe as committed
   [before]="$BEFORE"
   [fitted]="$FITTED"
   [fitted_budget]="$FITTED $BUDGET"
