@@ -375,16 +375,18 @@ def main() -> int:
         measured = json.loads(args.line.read_text(encoding="utf-8").strip().splitlines()[-1])
         padding = 1 - measured["real_tokens"] / measured["padded_tokens"]
         epoch = measured.get("epoch_padding_share")
+        plain_only = "trainer_tokens_per_s" not in measured  # train_throughput.py --plain-only: a lever's epoch
         r = _measured_here(
             args.commit,
             table=args.table,
             system=args.system,
-            metric="training",
-            value=measured["trainer_tokens_per_s"],
-            unit="tokens/s",
+            metric="epoch, plain loop" if plain_only else "training",
+            value=measured["plain_seconds_per_epoch"] if plain_only else measured["trainer_tokens_per_s"],
+            unit="s" if plain_only else "tokens/s",
             others={
                 "plain loop tokens/s": measured["plain_tokens_per_s"],
-                "s/step": measured["trainer_seconds_per_step"],
+                "s/step": measured["plain_seconds_per_step" if plain_only else "trainer_seconds_per_step"],
+                **({"steps/epoch": measured["steps_per_epoch"]} if plain_only else {}),
             },
             command=args.run_command,
             note=_notes(
