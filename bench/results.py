@@ -283,8 +283,9 @@ def model_lines(records: list[Record]) -> list[str]:
         t = r.encoder_training
         points = ", ".join(f"{c['segment_aupr']:.3f}" for c in t["held_out_curve"]) if t else ""
         trained = (
-            f"{t['epochs']:g} epochs, {_seconds(t['seconds'])}, ended by {t['ended_by']}; held-out segment AUPR per "
-            f"evaluation: {points}"
+            f"{t['epochs']:g} epochs"
+            + (f" (best: epoch {t['best_epoch']:g})" if t.get("best_epoch") is not None else "")
+            + f", {_seconds(t['seconds'])}, ended by {t['ended_by']}; held-out segment AUPR per evaluation: {points}"
             if t
             else "windows, trained with the linear logit"
         )
