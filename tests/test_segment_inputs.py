@@ -100,7 +100,7 @@ def test_segment_inputs_refuse_what_they_do_not_read_all_at_once():
     with pytest.raises(ConfigError) as caught:
         load_recipe(
             REPO / "recipes" / "cuad_clauses_segments_mlm.yaml",
-            ["segments.encoder_input=segments", "segments.combination=sum", "segments.thresholds=held_out"],
+            ["segments.combination=sum", "windows.negative_ratio=2"],
         )
     message = str(caught.value) + " ".join(getattr(caught.value, "fix", "") or "")
     for part in ("segments.combination=fitted", "windows.negative_ratio"):

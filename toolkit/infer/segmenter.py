@@ -119,22 +119,12 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         start = time.perf_counter()
         windows = self.windows(texts)
         out = self.encoder_logits(texts, windows, self.logits(windows, batch_size))
-        self.last_report = {
-            "seconds": time.perf_counter() - start,
-            "windows": len(windows),
-            "tokens": sum(len(w.input_ids) for w in windows),
-            "autocast": self.autocast,
-        }
+        self.last_report = self.report_since(start, windows)
         return out
 
     def score(self, texts: Sequence[str], batch_size: int = 16, prior: SegmentScores | None = None) -> SegmentScores:
         start = time.perf_counter()
         windows = self.windows(texts)
         scores = self.segment_scores(texts, windows, self.logits(windows, batch_size), prior)
-        self.last_report = {
-            "seconds": time.perf_counter() - start,
-            "windows": len(windows),
-            "tokens": sum(len(w.input_ids) for w in windows),
-            "autocast": self.autocast,
-        }
+        self.last_report = self.report_since(start, windows)
         return scores

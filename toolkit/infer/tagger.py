@@ -119,10 +119,14 @@ class Tagger:
         start = time.perf_counter()
         windows = self.windows(texts)
         spans = self.decode(texts, windows, self.logits(windows, batch_size))
-        self.last_report = {
+        self.last_report = self.report_since(start, windows)
+        return spans
+
+    def report_since(self, start: float, windows: Sequence[Window]) -> dict:
+        """What reading `windows` cost since `start` (perf_counter): the predictor's last_report."""
+        return {
             "seconds": time.perf_counter() - start,
             "windows": len(windows),
             "tokens": sum(len(w.input_ids) for w in windows),
             "autocast": self.autocast,
         }
-        return spans
