@@ -27,6 +27,8 @@ train.epochs=12 train.early_stopping_patience=2 train.learning_rate=5e-5 train.b
 BEFORE="$WINDOWS segments.combination=sum segments.thresholds=fixed segments.min_steps=null train.early_stopping_patience=null"
 declare -A VARIANTS=(
   [defaults]=""  # the recipe as committed
+  # issue 58's frozen-layer lever on the defaults: the top 3 of 6 layers trained, the frozen part cached
+  [top3_cached]="model.train_layers=3"
   [before]="$BEFORE"
   [fitted]="$FITTED"
   [fitted_budget]="$FITTED $BUDGET"

@@ -433,6 +433,38 @@ def test_a_fitted_combination_artifact_under_sustained_load(tiny_bert, tmp_path)
 
 
 @pytest.mark.slow
+def test_a_segment_input_artifact_under_sustained_load(tiny_bert, tmp_path):
+    """A segment model trained on segment inputs (segments.encoder_input=segments: one input per segment, context
+    that belongs to no segment) is served reading the same inputs, and answers under load as alone."""
+    from conftest import REPO
+
+    from toolkit.config import load_recipe
+    from toolkit.deploy.export import export_run
+    from toolkit.rundir import load_meta
+    from toolkit.tasks import run_recipe
+
+    overrides = [
+        f"model.name={tiny_bert}",
+        f"output_dir={tmp_path}",
+        "data.max_train_docs=12",
+        "data.max_dev_docs=4",
+        "train.epochs=3",
+        "train.learning_rate=1e-3",
+        "eval.bootstrap=0",
+        "segments.encoder_input=segments",
+        "segments.loss_weights=none",
+        "segments.segment_tokens=48",
+        "segments.context_tokens=8",
+    ]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "inputs")
+    artifact = tmp_path / "art"
+    export_run(result.run_dir, artifact, precision="fp32", parity_docs=4)
+    assert load_meta(artifact).segment_tokens == 48 and load_meta(artifact).context_tokens == 8
+    with Server(artifact, port=free_port(), log=tmp_path / "server.log", max_batch_size=8) as server:
+        _sustained_load(server, {}, "sample:contracts_dev")
+
+
+@pytest.mark.slow
 def test_a_full_queue_answers_503_with_retry_after(tiny_mlm_artifact, tmp_path):
     """A bound of one document's characters: concurrent requests beyond it are refused at once, as JSON."""
     import urllib.error
