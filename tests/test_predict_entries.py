@@ -266,3 +266,24 @@ def test_any_names_and_kinds_are_each_accounted_for_and_written_losslessly(tmp_p
         suffix = b".jsonl" if kind == "jsonl" else b".txt"
         target = os.path.join(os.fsencode(root), raw + suffix) + (b"/inside.txt" if kind == "dir" else b"")
         assert target in written, (target, written)
+
+
+@pytest.mark.parametrize("before", [600, 6000])  # a file under 4 KB, and one whose NUL run lies past 4 KB
+def test_a_nul_run_inside_utf8_text_is_replaced_and_counted_not_taken_for_utf16(tmp_path, before):
+    head = ("The Licensee shall pay the fees. " * (before // 33 + 1))[:before]
+    data = head.encode() + b"\0" * 1000 + "Signed in Zürich.".encode()
+    path = tmp_path / "contract.txt"
+    path.write_bytes(data)
+    (document,) = read_documents(path)
+    expected = head + " " * 1000 + "Signed in Zürich."
+    assert document.text == expected and len(document.text) == len(data.decode())  # offsets unchanged
+    assert document.meta["nul_characters_replaced"] == 1000
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+@pytest.mark.parametrize("repeat", [2, 400])  # under 4 KB, and over it
+def test_wide_text_without_a_mark_is_refused_with_its_own_codec_whatever_its_size(codec, repeat):
+    data = ("Governing law: New York. " * repeat).encode(codec)
+    with pytest.raises(DocumentError) as caught:
+        decode_text(data)
+    assert f"iconv -f {''.join(codec.rsplit('-', 1))}" in caught.value.fix and "NUL" in str(caught.value)

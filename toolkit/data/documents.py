@@ -294,26 +294,67 @@ def decode_text(data: bytes) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DocumentError(f"not UTF-8 (byte {exc.start})", _conversion_fix(data)) from None
-    if _wide(data):  # ASCII in UTF-16 without a mark is valid UTF-8, every other byte a NUL
-        raise DocumentError("not UTF-8 text: every other byte is NUL", _conversion_fix(data))
+    codec = wide_codec(data)
+    if codec:  # ASCII in UTF-16/32 without a mark is valid UTF-8, with NULs where the wide code units are
+        raise DocumentError(
+            f"not UTF-8 text: its NUL bytes fall where {codec.upper()} puts them", _conversion_fix(data)
+        )
     return text
 
 
-def _wide(data: bytes) -> bool:
-    """Whether the bytes look like UTF-16/32 without a byte-order mark: a quarter or more of them NUL."""
-    head = data[:4096]
-    return bool(head) and head.count(0) > len(head) // 4
+# Where the NULs of ASCII text fall in each wide encoding without a byte-order mark: (codec, unit, positions).
+WIDE_NULS = (
+    ("utf-32le", 4, (1, 2, 3)),
+    ("utf-32be", 4, (0, 1, 2)),
+    ("utf-16le", 2, (1,)),
+    ("utf-16be", 2, (0,)),
+)
+
+
+def _spread_sample(data: bytes, blocks: int = 16, size: int = 4096) -> bytes:
+    """Up to `blocks` blocks of `size` bytes spread evenly over the data (all of it when it is small), each
+    starting at a multiple of 4 so code units stay aligned."""
+    if len(data) <= blocks * size:
+        return data
+    step = (len(data) - size) // (blocks - 1)
+    return b"".join(data[(i * step) // 4 * 4 : (i * step) // 4 * 4 + size] for i in range(blocks))
+
+
+def wide_codec(data: bytes) -> str | None:
+    """The UTF-16/32 codec (no byte-order mark) whose ASCII the bytes look like: nearly every byte at that
+    codec's NUL positions is NUL and nearly none elsewhere, over a sample spread across the file. None for
+    text without NULs and for UTF-8 text with NUL runs in it (NULs at every position alike)."""
+    sample = _spread_sample(data)
+    if sample.count(0) <= len(sample) // 4:
+        return None
+    for codec, unit, positions in WIDE_NULS:
+        at = [sample[k::unit] for k in range(unit)]
+        zero = sum(at[k].count(0) for k in positions) / max(1, sum(len(at[k]) for k in positions))
+        other = [k for k in range(unit) if k not in positions]
+        stray = sum(at[k].count(0) for k in other) / max(1, sum(len(at[k]) for k in other))
+        if zero >= 0.9 and stray <= 0.1:
+            return codec
+    return None
+
+
+def replace_nuls(text: str) -> tuple[str, int]:
+    """UTF-8 text with NUL characters (a run of padding, an OCR or export artifact) as text with a space for
+    each, so every offset still points at the same character of the file, and how many were replaced."""
+    count = text.count("\0")
+    return (text.replace("\0", " "), count) if count else (text, 0)
 
 
 def _conversion_fix(data: bytes) -> str:
-    if _wide(data):
-        codec = "utf-16le" if data[1:2] == b"\0" else "utf-16be"
+    codec = wide_codec(data)
+    if codec:
         return f"it looks like {codec.upper()} without a byte-order mark: convert it, e.g. `iconv -f {codec} -t utf-8`"
     return "convert it to UTF-8, e.g. `iconv -f cp1252 -t utf-8` for Windows text (`-f latin1` for ISO-8859-1)"
 
 
 def _txt(path: Path) -> tuple[str, dict]:
-    return decode_text(path.read_bytes()), {}
+    # NULs inside UTF-8 text are replaced, counted in the document's meta, never dropped silently.
+    text, nuls = replace_nuls(decode_text(path.read_bytes()))
+    return text, ({"nul_characters_replaced": nuls} if nuls else {})
 
 
 def _pdf(path: Path) -> tuple[str, dict]:
