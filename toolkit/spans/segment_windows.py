@@ -16,7 +16,7 @@ from toolkit.spans.windows import Window
 NO_OFFSET = (0, 0)
 
 
-def segment_token_range(starts: Sequence[int], ends: Sequence[int], segment: tuple[int, int]) -> tuple[int, int]:
+def segment_token_range(starts: Sequence[int], segment: tuple[int, int]) -> tuple[int, int]:
     """[first, last) indices of the tokens whose first character lies in `segment` (token starts ascending)."""
     a, b = segment
     first = bisect_left(starts, a)
@@ -43,9 +43,8 @@ def make_segment_windows(
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
         ids, offsets, words = enc["input_ids"], enc["offset_mapping"], enc.word_ids()
         starts = [a for a, _ in offsets]
-        ends = [b for _, b in offsets]
         for k, segment in enumerate(segs):
-            first, last = segment_token_range(starts, ends, segment)
+            first, last = segment_token_range(starts, segment)
             if first >= last:
                 continue
             own_end = min(last, first + segment_tokens)

@@ -498,17 +498,14 @@ class SegmentClassification(Flow):
                 linear_thresholds = best_thresholds(
                     fitted.train_scores, prior_records, labels, recipe.eval.jaccard_threshold
                 )
+        per_epoch = examples_per_epoch(recipe, train)
         plan = {
             "labels": labels,
             "train": train_report.to_dict(),
             "dev": dev_report.to_dict(),
-            "steps_per_epoch": steps_per_epoch(examples_per_epoch(recipe, train), recipe),
-            "epochs": planned_epochs(recipe, examples_per_epoch(recipe, train)),
-            **(
-                {"encoder_input": "segments", "inputs_per_epoch": examples_per_epoch(recipe, train)}
-                if segment_inputs
-                else {}
-            ),
+            "steps_per_epoch": steps_per_epoch(per_epoch, recipe),
+            "epochs": planned_epochs(recipe, per_epoch),
+            **({"encoder_input": "segments", "inputs_per_epoch": per_epoch} if segment_inputs else {}),
             **({"evaluated_during_training_on": "held-out training documents"} if s.combination == "fitted" else {}),
             **({"threshold_documents": len(held)} if held else {}),
             **parameter_counts(model),
