@@ -55,9 +55,20 @@ def _is_abbreviation(line: str, dot: int) -> bool:
         start -= 1
     word = line[start:dot].lower()
     if len(word) == 1 and word.isalpha():
-        previous = line[:start].split()[-1:] or [""]
-        return previous[0].lower() not in LETTERED
+        return _previous_word(line, start).lower() not in LETTERED
     return word in ABBREVIATIONS or word.rstrip(".") in ABBREVIATIONS
+
+
+def _previous_word(line: str, end: int) -> str:
+    """The last whitespace-separated word of line[:end] ("" if none): `line[:end].split()[-1]`, read backwards
+    from `end` so a long line is not split again at every initial (which made one long line quadratic)."""
+    stop = end
+    while stop > 0 and line[stop - 1].isspace():
+        stop -= 1
+    begin = stop
+    while begin > 0 and not line[begin - 1].isspace():
+        begin -= 1
+    return line[begin:stop]
 
 
 def _cuts(line: str) -> list[int]:
