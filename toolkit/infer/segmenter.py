@@ -9,7 +9,7 @@ evaluation, export parity and the service all call `SegmentClassifier.predict`.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from toolkit.spans.segment_decoding import (
     sigmoid,
     token_segments,
 )
+from toolkit.spans.segment_streaming import merge_stream, stream_segment_windows
 from toolkit.spans.segments import segment_text
 from toolkit.spans.windows import Window
 
@@ -101,11 +102,40 @@ class SegmentClassifier(SegmentDecisions, Tagger):
             return SegmentScores(segments, [sigmoid(x) for x in logits_per_doc])
         if prior is None:
             prior = self.prior.score_segments(segments, [segment_inputs(t, segs) for t, segs in zip(texts, segments)])
-        combined = [
-            sigmoid(combine_logits(a, probability_logit(b), self.combination))
-            for a, b in zip(logits_per_doc, prior.probabilities)
-        ]
+        combined = [self.probabilities(a, b) for a, b in zip(logits_per_doc, prior.probabilities)]
         return SegmentScores(segments, combined, prior.starts)
+
+    def probabilities(self, encoder_logits: np.ndarray, prior_probabilities: np.ndarray | None) -> np.ndarray:
+        """[segments x labels] probabilities from the encoder's segment logits and the prior's probabilities."""
+        if prior_probabilities is None:
+            return sigmoid(encoder_logits)
+        return sigmoid(combine_logits(encoder_logits, probability_logit(prior_probabilities), self.combination))
+
+    def long_windows(self, text: str) -> Iterator[Window]:
+        if self.meta.segment_tokens is None:
+            return super().long_windows(text)
+        return stream_segment_windows(
+            self.tokenizer, text, self.meta.segment_tokens, self.meta.context_tokens or 0, self.chunk_chars
+        )
+
+    def predict_long(self, text: str, batch_size: int = 16, tally: dict | None = None) -> list[PredictedSpan]:
+        """One long document's spans (what `predict` gives), in memory bounded by `group_windows`."""
+        tally = {"windows": 0, "tokens": 0, "forced_cuts": 0} if tally is None else tally
+
+        def score_block(segments, encoder, before, after) -> tuple[np.ndarray, np.ndarray | None]:
+            if self.prior is None:
+                return self.probabilities(encoder, None), None
+            around = [before] * (before is not None) + segments + [after] * (after is not None)
+            inputs = segment_inputs(text, around)[before is not None :][: len(segments)]
+            prior = self.prior.score_segments([segments], [inputs])
+            return self.probabilities(encoder, prior.probabilities[0]), None if prior.starts is None else prior.starts[
+                0
+            ]
+
+        groups = self.scored_groups(self.long_windows(text), batch_size, tally)
+        spans, forced = merge_stream(text, groups, self.labels, self.thresholds, score_block, self.chunk_chars)
+        tally["forced_cuts"] += forced
+        return [PredictedSpan(a, b, label, score) for a, b, label, score in spans]
 
     def decode(
         self, texts: Sequence[str], windows: Sequence[Window], logits: Sequence[np.ndarray]

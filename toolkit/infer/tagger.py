@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +15,19 @@ import numpy as np
 from toolkit.infer.backend import autocast_context, load_model_dir
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan, decode_documents
-from toolkit.spans.windows import Window, make_fitted_windows, make_windows
+from toolkit.spans.streaming import CHUNK_CHARS, count_tokens, decode_stream, groups_of, stream_windows
+from toolkit.spans.windows import Window, fitted_max_length, make_fitted_windows, make_windows
 
 
 class Tagger:
     """A trained token-classification model with its windowing and decoding settings."""
+
+    # A document longer than this (characters) is read a group of windows at a time (`predict_long`), so
+    # memory follows the windows in flight, not the document; shorter ones are batched together.
+    long_document_chars = 100_000
+    # Windows scored and decoded together in `predict_long`, and characters tokenized per call.
+    group_windows = 64
+    chunk_chars = CHUNK_CHARS
 
     def __init__(self, model, tokenizer, meta: ModelMeta, device: str = "cpu"):
         # A torch module, or optimum's ORTModel (an exported artifact): both take the same call.
@@ -117,16 +125,54 @@ class Tagger:
 
     def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
         start = time.perf_counter()
-        windows = self.windows(texts)
-        spans = self.decode(texts, windows, self.logits(windows, batch_size))
-        self.last_report = self.report_since(start, windows)
+        short = [i for i, t in enumerate(texts) if len(t) <= self.long_document_chars]
+        windows = self.windows([texts[i] for i in short])
+        spans: list[list[PredictedSpan] | None] = [None] * len(texts)
+        for i, doc_spans in zip(
+            short, self.decode([texts[i] for i in short], windows, self.logits(windows, batch_size))
+        ):
+            spans[i] = doc_spans
+        streamed = {"windows": 0, "tokens": 0, "forced_cuts": 0}
+        for i in (i for i, t in enumerate(texts) if len(t) > self.long_document_chars):
+            spans[i] = self.predict_long(texts[i], batch_size, streamed)
+        self.last_report = self.report_since(start, windows, streamed)
+        return spans  # type: ignore[return-value]
+
+    def long_windows(self, text: str) -> Iterator[Window]:
+        """`windows([text])`, one at a time (`toolkit.spans.streaming`)."""
+        stride, max_length = self.meta.stride, self.meta.max_length
+        if self.window_limit is not None:
+            specials = self.tokenizer.num_special_tokens_to_add()
+            content = count_tokens(self.tokenizer, text, self.chunk_chars)
+            max_length = fitted_max_length(content, specials, self.window_limit, stride)
+        return stream_windows(self.tokenizer, text, max_length, stride, chunk_chars=self.chunk_chars)
+
+    def scored_groups(
+        self, windows: Iterator[Window], batch_size: int, tally: dict
+    ) -> Iterator[tuple[list[Window], list[np.ndarray]]]:
+        """Groups of `group_windows` windows with their logits, counted into `tally`."""
+        for group in groups_of(windows, self.group_windows):
+            tally["windows"] += len(group)
+            tally["tokens"] += sum(len(w.input_ids) for w in group)
+            yield list(group), self.logits(group, batch_size)
+
+    def predict_long(self, text: str, batch_size: int = 16, tally: dict | None = None) -> list[PredictedSpan]:
+        """One long document's spans (what `predict` gives), in memory bounded by `group_windows`."""
+        tally = {"windows": 0, "tokens": 0, "forced_cuts": 0} if tally is None else tally
+        spans, forced = decode_stream(text, self.scored_groups(self.long_windows(text), batch_size, tally), self.space)
+        tally["forced_cuts"] += forced
         return spans
 
-    def report_since(self, start: float, windows: Sequence[Window]) -> dict:
-        """What reading `windows` cost since `start` (perf_counter): the predictor's last_report."""
-        return {
+    def report_since(self, start: float, windows: Sequence[Window], streamed: dict | None = None) -> dict:
+        """What reading `windows` (and `streamed` long documents' counts) cost since `start` (perf_counter):
+        the predictor's last_report."""
+        streamed = streamed or {}
+        report = {
             "seconds": time.perf_counter() - start,
-            "windows": len(windows),
-            "tokens": sum(len(w.input_ids) for w in windows),
+            "windows": len(windows) + streamed.get("windows", 0),
+            "tokens": sum(len(w.input_ids) for w in windows) + streamed.get("tokens", 0),
             "autocast": self.autocast,
         }
+        if streamed.get("forced_cuts"):
+            report["spans_cut_in_long_documents"] = streamed["forced_cuts"]
+        return report
