@@ -159,3 +159,33 @@ def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(
         assert any(whole)
         classifier.long_document_chars, classifier.group_windows, classifier.chunk_chars = 0, 2, 301
         assert classifier.predict(texts, batch_size=1) == whole
+
+
+@pytest.mark.parametrize(
+    ("doc_id", "text", "source"),
+    [
+        ("a1", 'Plain "quoted" text \\ with a "meta": key in it.', "in.jsonl"),
+        ("é", "Ünïcode — text ✓", "dir/naïve.txt"),
+        ("x", "lone \ud800 surrogate", "bad\udcff.txt"),
+        ("", "", "empty.txt"),
+    ],
+)
+def test_a_prediction_row_is_written_a_span_at_a_time_as_encode_row_writes_it(doc_id, text, source):
+    from toolkit.data.documents import InputDocument
+    from toolkit.infer.rows import encode_row, prediction_row, read_prediction_head
+    from toolkit.spans.decoding import PredictedSpan
+
+    doc = InputDocument(doc_id, text, source, {"line": 3, "meta": {"nested": '"meta": 1'}})
+    spans = [PredictedSpan(0, min(3, len(text)), "Parties", 0.51234), PredictedSpan(1, len(text), "Term", 1.0)]
+    expected = encode_row(
+        {
+            "kind": "prediction",
+            "id": doc_id,
+            "text": text,
+            "spans": [s.to_dict(text) for s in spans],
+            "meta": {"source": source, **doc.meta, "model": "m"},
+        }
+    )
+    row = prediction_row(doc, spans, "m")
+    assert row == expected
+    assert read_prediction_head(row) == (doc_id, {"source": source, **doc.meta, "model": "m"})

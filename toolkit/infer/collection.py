@@ -19,9 +19,19 @@ from pathlib import Path
 
 from toolkit.data.documents import count_documents, display_name, list_sources
 from toolkit.errors import ToolkitError
-from toolkit.infer.rows import CHARS_PER_SLOT, batched_rows, encode_row, extract_file, failure_row, model_id_of
+from toolkit.infer.rows import (
+    CHARS_PER_SLOT,
+    PREDICTION_HEAD,
+    batched_rows,
+    encode_row,
+    extract_file,
+    failure_row,
+    model_id_of,
+    read_prediction_head,
+)
 
 FORMATS = ("spans", "labelstudio")
+WRITE_CHARS = 1 << 20
 
 
 def local_rows(model: Path, files: list[Path], done: frozenset, batch_size: int) -> Iterator[str]:
@@ -87,10 +97,11 @@ class ReadAhead:
                     if self._error is not None:
                         raise self._error
                     return
-                row = self._waiting.popleft()
-                self._chars -= len(row)
+                box = [self._waiting.popleft()]
+                self._chars -= len(box[0])
                 self._cond.notify_all()
-            yield row
+            # Popped as it is yielded: a local would hold a long document's row all the while it is predicted.
+            yield box.pop()
 
     def close(self) -> None:
         with self._cond:
@@ -169,6 +180,17 @@ class PredictionSink:
             return failure
 
     def _write(self, row: str) -> dict:
+        head = read_prediction_head(row)
+        if head is not None and (head[1]["source"], head[0]) not in self.done:
+            # The line as written is the row less its kind: a long document's text and spans are not parsed again.
+            self.done.add((head[1]["source"], head[0]))
+            self._out.write("{")
+            for lo in range(len(PREDICTION_HEAD), len(row), WRITE_CHARS):  # slices: a long row is not copied whole
+                self._out.write(row[lo : lo + WRITE_CHARS])
+            self._out.write("\n")
+            self._out.flush()
+            self.predicted += 1
+            return {"id": head[0], "meta": head[1]}
         obj = json.loads(row)
         kind = obj.pop("kind")
         if kind == "prediction":

@@ -8,10 +8,12 @@ count. Rows are JSON strings with a `kind`, so they cross Ray's object store as 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from toolkit.data.documents import DocumentError, InputDocument, count_documents, read_documents
+from toolkit.spans.decoding import PredictedSpan
 
 
 def encode_row(obj: dict) -> str:
@@ -88,18 +90,41 @@ def predict_rows(predictor, documents: list[InputDocument], model_id: str, batch
                 "report it with this document; the others went on",
             )
         ]
-    return [
-        encode_row(
-            {
-                "kind": "prediction",
-                "id": d.id,
-                "text": d.text,
-                "spans": [p.to_dict(d.text) for p in spans],
-                "meta": {"source": d.source, **d.meta, "model": model_id},
-            }
-        )
-        for d, spans in zip(documents, predictions)
-    ]
+    return [prediction_row(d, spans, model_id) for d, spans in zip(documents, predictions)]
+
+
+PREDICTION_HEAD = '{"kind": "prediction", '
+_NOT_UTF8 = re.compile("[\ud800-\udfff]")  # lone surrogates: the only str that UTF-8 cannot encode
+
+
+def prediction_row(d: InputDocument, spans: Sequence[PredictedSpan], model_id: str) -> str:
+    """`encode_row` of {kind, id, text, spans, meta}, the same line, written a span at a time: a long
+    document's spans never exist as dicts all at once (a noisy model can give one every hundred characters)."""
+    meta = {"source": d.source, **d.meta, "model": model_id}
+    ascii_only = any(_NOT_UTF8.search(v) for v in (d.id, d.text) if isinstance(v, str)) or bool(
+        _NOT_UTF8.search(json.dumps(meta, ensure_ascii=False))
+    )
+
+    def dump(value) -> str:
+        return json.dumps(value, ensure_ascii=ascii_only)
+
+    parts = [f"{{{dump('kind')}: {dump('prediction')}, {dump('id')}: {dump(d.id)}, {dump('text')}: "]
+    parts.append(dump(d.text))
+    parts.append(f", {dump('spans')}: [")
+    parts.extend((", " if k else "") + dump(span.to_dict(d.text)) for k, span in enumerate(spans))
+    parts.append(f"], {dump('meta')}: {dump(meta)}}}")
+    return "".join(parts)  # one copy of the text (a StringIO would hold four bytes a character)
+
+
+def read_prediction_head(row: str) -> tuple[str, dict] | None:
+    """(id, meta) of a prediction row made by `prediction_row`, read without parsing its text and spans; None
+    for any other row. Inside JSON strings every quote is escaped, so the first `"meta": ` is the key."""
+    if not row.startswith(PREDICTION_HEAD + '"id": '):
+        return None
+    decoder = json.JSONDecoder()
+    doc_id, _ = decoder.raw_decode(row, len(PREDICTION_HEAD) + len('"id": '))
+    meta, _ = decoder.raw_decode(row, row.index('"meta": ') + len('"meta": '))
+    return doc_id, meta
 
 
 # Text per model call, in characters per document slot: about one 256-token window of English. A call
@@ -123,6 +148,7 @@ def batched_rows(
         if obj.pop("kind") != "document":
             yield row
         else:
+            row = None  # the parsed text is what is kept: a long document's row is not held twice
             doc = InputDocument(**obj)
             if batch and chars + len(doc.text) > budget:
                 yield from predict_rows(predictor, batch, model_id, batch_size)

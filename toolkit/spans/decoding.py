@@ -16,7 +16,7 @@ from toolkit.spans.tagging import decode_tags
 from toolkit.spans.viterbi import iob2_transitions, viterbi_path
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a long document's spans are many
 class PredictedSpan:
     start: int
     end: int
