@@ -25,6 +25,7 @@ def server(tiny_mlm_artifact, tmp_path_factory):
         max_body_bytes=20_000,
         max_doc_chars=5_000,
         max_texts=4,
+        body_timeout_seconds=3,
     ) as s:
         yield s
 
@@ -84,13 +85,81 @@ def test_bad_requests_get_a_clear_4xx_and_the_server_keeps_answering(server, pay
     assert server.post("/extract", {"text": "Patient reports no pain."}, headers=AUTH)[0] == 200
 
 
-def test_api_key_is_required_except_for_health_and_metrics(server):
+def test_api_key_is_required_except_for_the_probes(server):
     assert server.post("/extract", {"text": "hello"})[0] == 401
     assert server.post("/extract", {"text": "hello"}, headers={"X-API-Key": "wrong"})[0] == 401
     assert server.post("/extract", {"text": "hello"}, headers={"Authorization": f"Bearer {KEY}"})[0] == 200
-    assert server.get("/healthz")[0] == 200 and server.get("/readyz")[0] == 200
-    assert server.get("/metrics")[0] == 200
+    assert server.get("/healthz")[0] == 200 and server.get("/readyz")[0] == 200 and server.get("/livez")[0] == 200
+    # /metrics names the labels and counts requests and rejections: behind the key unless opened on purpose.
+    status, raw = server.get("/metrics")
+    assert status == 401 and b"toolkit_" not in raw
+    assert server.get("/metrics", headers=AUTH)[0] == 200
     assert server.get("/info")[0] == 401
+
+
+async def _asgi_get(settings, path: str, headers: dict) -> int:
+    from toolkit.deploy.guard import RequestGuard
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "path": path,
+        "method": "GET",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+    await RequestGuard(app, settings)(scope, receive, send)
+    return sent[0]["status"]
+
+
+def test_open_metrics_lets_a_scraper_without_the_key_read_metrics_only(tmp_path):
+    import asyncio
+
+    from toolkit.deploy.guard import ServeSettings
+
+    closed = ServeSettings(artifact=tmp_path, api_key=KEY)
+    opened = ServeSettings(artifact=tmp_path, api_key=KEY, open_metrics=True)
+    assert asyncio.run(_asgi_get(closed, "/metrics", {})) == 401
+    assert asyncio.run(_asgi_get(closed, "/metrics", AUTH)) == 200
+    assert asyncio.run(_asgi_get(opened, "/metrics", {})) == 200
+    assert asyncio.run(_asgi_get(opened, "/info", {})) == 401
+    assert asyncio.run(_asgi_get(closed, "/livez", {})) == 200
+
+
+def test_a_stalled_body_gets_408_and_its_connection_closes_and_the_worker_still_serves(server):
+    import socket
+    import time
+    from urllib.parse import urlparse
+
+    url = urlparse(server.url)
+    started = time.monotonic()
+    with socket.create_connection((url.hostname, url.port), timeout=30) as conn:
+        conn.sendall(
+            b"POST /extract HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"X-API-Key: {KEY}\r\nContent-Length: 1000\r\n\r\n".encode()
+            + b'{"text": "'
+        )
+        # While it stalls, other requests are answered.
+        assert server.post("/extract", {"text": "Patient reports no pain."}, headers=AUTH)[0] == 200
+        answer = b""
+        while chunk := conn.recv(65536):  # ends when the server closes the connection
+            answer += chunk
+    seconds = time.monotonic() - started
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), answer[:300]
+    assert json.loads(body)["error"].startswith("the request body did not arrive within 3 s (10 of 1000 bytes)")
+    assert 2.5 < seconds < 20
+    assert server.post("/extract", {"text": "Patient reports no pain."}, headers=AUTH)[0] == 200
 
 
 def test_every_request_has_an_id_in_its_answer_and_in_the_log_and_a_rejection_is_one_line(server):
@@ -207,7 +276,7 @@ def test_every_body_gets_a_json_answer(server):
 def test_metrics_carry_the_queue_the_batch_sizes_and_rejections_by_reason(server):
     server.post("/extract", {"text": 5}, headers=AUTH)
     server.post("/extract", {"text": "Patient reports no pain."}, headers=AUTH)
-    status, raw = server.get("/metrics")
+    status, raw = server.get("/metrics", headers=AUTH)
     text = raw.decode()
     assert status == 200
     assert 'toolkit_rejections_total{reason="invalid_request"}' in text, text[-2000:]
@@ -308,7 +377,7 @@ def test_two_workers_under_sustained_load_answer_as_one_does(tiny_mlm_artifact, 
             if "toolkit.deploy.serving" in " ".join(p.cmdline()) or "_bentoml_impl" in " ".join(p.cmdline())
         ]
         _sustained_load(s, AUTH)
-        metrics = s.get("/metrics")[1].decode()
+        metrics = s.get("/metrics", headers=AUTH)[1].decode()
     assert len(workers) >= 2, [p.cmdline() for p in workers]
     assert "toolkit_batch_documents_count" in metrics
     import re

@@ -4,6 +4,7 @@ tests drive it in-process, and `toolkit.deploy.serving` puts it ahead of BentoML
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hmac
 import json
@@ -24,7 +25,10 @@ from toolkit.rundir import MANIFEST as MANIFEST_FILE
 
 # GET / is this page, served by RequestGuard ahead of BentoML's own index (which it would otherwise be).
 PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8")
-OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/metrics", "/docs", "/docs.json")
+OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/docs", "/docs.json")
+# Prometheus' series name the labels and count requests and rejections: behind the key when one is set,
+# unless TOOLKIT_OPEN_METRICS says a scraper that cannot send it must reach them.
+METRICS_PATH = "/metrics"
 
 
 log = logging.getLogger("toolkit.serve")
@@ -63,6 +67,15 @@ class ServeSettings(BaseModel):
     )
     api_key: str | None = Field(
         default=None, description="When set, requests need X-API-Key or Authorization: Bearer (constant-time check)."
+    )
+    open_metrics: bool = Field(
+        default=False,
+        description="With an API key set, answer /metrics without it too (for a scraper that cannot send the key).",
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body not whole this many seconds after its headers gets 408, and its connection closes.",
     )
 
     @classmethod
@@ -249,7 +262,7 @@ class RequestGuard:
                 "report it with the request id; other requests are unaffected",
             )(scope, receive, send_with_id)
         finally:
-            if not path.startswith(OPEN_PATHS):
+            if not path.startswith((*OPEN_PATHS, METRICS_PATH)):
                 code = status.get("code", 0)
                 log.log(
                     logging.WARNING if code >= 500 or not code else logging.INFO,
@@ -265,7 +278,8 @@ class RequestGuard:
         if path == "/" and method in ("GET", "HEAD"):
             # The page is open and holds no key: a person types the key into it, and its requests carry it.
             return await HTMLResponse(PAGE)(scope, receive, send)
-        if self.settings.api_key and not path.startswith(OPEN_PATHS):
+        open_path = path.startswith(OPEN_PATHS) or (path.startswith(METRICS_PATH) and self.settings.open_metrics)
+        if self.settings.api_key and not open_path:
             given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
             if not hmac.compare_digest(given.encode(), self.settings.api_key.encode()):
                 return await error(401, "missing or wrong API key", "send the key in the X-API-Key header")(
@@ -285,12 +299,23 @@ class RequestGuard:
             return await error(
                 413, f"request body of {declared} bytes; the limit is {limit}", "send fewer or shorter documents"
             )(scope, receive, send)
-        if method not in ("POST", "PUT", "PATCH") or (path != "/extract" and declared is not None):
+        if method not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
-        # /extract's body (and any body of undeclared length) is read here, at most the limit, then replayed.
+        # Every body is read here, at most the limit and within the time bound, then replayed: a body that never
+        # arrives holds no worker past body_timeout_seconds, whichever path it was sent to.
         body, more = b"", True
+        deadline = time.monotonic() + self.settings.body_timeout_seconds
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                got, seconds = len(body), self.settings.body_timeout_seconds
+                return await error(
+                    408,
+                    f"the request body did not arrive within {seconds:g} s ({got} of {declared or 'unknown'} bytes)",
+                    "send the whole body at once; a slow link can raise TOOLKIT_BODY_TIMEOUT_SECONDS",
+                    headers={"Connection": "close"},
+                )(scope, receive, send)
             if message["type"] == "http.disconnect":
                 return None
             body += message.get("body", b"")
