@@ -3,6 +3,8 @@ gives: the same windows, the same stitched scores, the same spans. Tiny groups a
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from tiny import sample_texts
@@ -176,7 +178,7 @@ def test_a_prediction_row_is_written_a_span_at_a_time_as_encode_row_writes_it(do
     from toolkit.spans.decoding import PredictedSpan
 
     doc = InputDocument(doc_id, text, source, {"line": 3, "meta": {"nested": '"meta": 1'}})
-    spans = [PredictedSpan(0, min(3, len(text)), "Parties", 0.51234), PredictedSpan(1, len(text), "Term", 1.0)]
+    spans = [PredictedSpan(0, 3, "Parties", 0.51234), PredictedSpan(1, len(text), "Term", 1.0)] if text else []
     expected = encode_row(
         {
             "kind": "prediction",
@@ -189,3 +191,53 @@ def test_a_prediction_row_is_written_a_span_at_a_time_as_encode_row_writes_it(do
     row = prediction_row(doc, spans, "m")
     assert row == expected
     assert read_prediction_head(row) == (doc_id, {"source": source, **doc.meta, "model": "m"})
+    # Escaped a slice at a time, as OUT's line is written: the same characters.
+    from toolkit.infer import rows
+
+    original = rows.ESCAPE_CHARS
+    try:
+        rows.ESCAPE_CHARS = 3
+        assert "".join(rows.PredictionRow(doc, spans, "m").pieces()) == expected
+    finally:
+        rows.ESCAPE_CHARS = original
+
+
+def test_a_row_that_fails_part_way_leaves_out_no_torn_line(tmp_path):
+    from toolkit.data.documents import InputDocument
+    from toolkit.infer.collection import PredictionSink
+    from toolkit.infer.rows import PredictionRow
+    from toolkit.spans.decoding import PredictedSpan
+
+    class Broken(PredictedSpan):
+        __slots__ = ()
+
+        def to_dict(self, text=None):
+            raise ValueError("cannot write this span")
+
+    sink = PredictionSink(tmp_path / "out.jsonl")
+    good = InputDocument("a", "Either party may terminate.", "in.txt")
+    sink.write(
+        PredictionRow(InputDocument("b", "Either party may terminate.", "in.txt"), [Broken(0, 6, "T", 0.5)], "m")
+    )
+    sink.write(PredictionRow(good, [PredictedSpan(0, 6, "T", 0.5)], "m"))
+    sink.close()
+    lines = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["a"]
+    assert sink.failures[0]["id"] == "b" and "cannot write this span" in sink.failures[0]["reason"]
+
+
+def test_a_prediction_row_leaves_out_spans_without_a_word_and_says_how_many():
+    from toolkit.data.documents import InputDocument
+    from toolkit.infer.rows import prediction_row
+    from toolkit.spans.decoding import PredictedSpan
+
+    text = "Either party may terminate. ."
+    row = json.loads(
+        prediction_row(
+            InputDocument("d", text, "in.txt"),
+            [PredictedSpan(0, 27, "Termination", 0.9), PredictedSpan(28, 29, "Notice Period", 0.5)],
+            "m",
+        )
+    )
+    assert [s["text"] for s in row["spans"]] == ["Either party may terminate."]
+    assert row["meta"]["spans_without_content"] == 1

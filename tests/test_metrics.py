@@ -117,3 +117,19 @@ def test_the_curve_point_and_the_one_pass_seqeval_agree_with_the_full_scorer():
     assert (
         precision_recall_fscore_support(y_true, y_pred, average="micro", scheme=IOB2, zero_division=0)[:3] == separate
     )
+
+
+def test_a_span_without_a_word_is_not_scored_and_is_counted():
+    from toolkit.evaluate.metrics import score
+    from toolkit.spans.content import drop_contentless, has_content
+    from toolkit.spans.decoding import PredictedSpan
+
+    text = "Notice: sixty (60) days. -- ; ..."
+    assert has_content(text, 8, 18) and not has_content(text, 23, 24) and not has_content(text, 25, len(text))
+    gold = [PredictedSpan(8, 24, "Notice Period", 1.0)]
+    dot = PredictedSpan(23, 24, "Notice Period", 0.51)
+    preds = [PredictedSpan(8, 24, "Notice Period", 0.9), dot, PredictedSpan(25, 33, "Termination", 0.6)]
+    assert drop_contentless(text, preds) == ([preds[0]], 2)
+    metrics = score([text], [gold], [preds], bootstrap=0)
+    assert metrics["counts"]["spans_without_content"] == 2 and metrics["counts"]["predicted_spans"] == 1
+    assert metrics["summary"]["span_precision"] == 1.0

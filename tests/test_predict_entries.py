@@ -162,7 +162,7 @@ def test_a_huge_document_goes_alone_and_small_ones_are_not_held_back_by_it():
     small, huge = "a small document", "x" * (20 * CHARS_PER_SLOT)
     rows = [_doc(0, small), _doc(1, small), _doc(2, huge), _doc(3, small)]
     out = list(batched_rows(rows, predictor, "m", batch_size=16))
-    assert [json.loads(r)["id"] for r in out] == ["0", "1", "2", "3"]
+    assert [json.loads(str(r))["id"] for r in out] == ["0", "1", "2", "3"]
     assert predictor.calls == [[small, small], [huge], [small]]
 
 
@@ -180,7 +180,7 @@ def test_rows_already_read_are_predicted_while_a_slow_file_is_read():
     ahead = ReadAhead(slow_reader(), max_chars=16 * CHARS_PER_SLOT)
     got = []
     for row in batched_rows(ahead, predictor, "m", batch_size=16, ready=ahead.ready):
-        got.append(json.loads(row)["id"])
+        got.append(json.loads(str(row))["id"])
         first_written.set()
     assert got == ["0", "1"] and len(predictor.calls) == 2
 

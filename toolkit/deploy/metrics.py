@@ -4,6 +4,8 @@
   over the workers.
 - toolkit_batch_documents: documents per model call (how much the batcher merges).
 - toolkit_rejections_total{reason}: answers other than 200, by reason.
+- toolkit_spans_without_content_total: spans of only punctuation or whitespace left out of answers
+  (`toolkit.spans.content`).
 
 Made on first use, inside a worker: BentoML sets PROMETHEUS_MULTIPROC_DIR when a worker starts, after
 the service module is imported, and a metric made before that is never written where /metrics reads.
@@ -20,6 +22,7 @@ REASONS = {
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
+    408: "body_timeout",
     413: "too_large",
     499: "client_gone",
     500: "failed",
@@ -39,6 +42,9 @@ def series() -> SimpleNamespace:
             "toolkit_batch_documents", "Documents per model call", buckets=(1, 2, 4, 8, 16, 32, 64, 128)
         ),
         rejections=prom.Counter("toolkit_rejections", "Answers other than 200, by reason", ["reason"]),
+        spans_without_content=prom.Counter(
+            "toolkit_spans_without_content", "Spans of only punctuation or whitespace left out of answers"
+        ),
     )
 
 

@@ -13,8 +13,9 @@ Settings come from environment variables (read when the module is imported): TOO
 (required), TOOLKIT_MAX_BATCH_SIZE (documents per model call; 1 turns batching off),
 TOOLKIT_MAX_QUEUE_SECONDS, TOOLKIT_MAX_QUEUE_CHARS, TOOLKIT_MAX_BODY_BYTES, TOOLKIT_MAX_DOC_CHARS,
 TOOLKIT_MAX_TEXTS, TOOLKIT_API_KEY (when set, requests need header `X-API-Key: <key>` or
-`Authorization: Bearer <key>`), TOOLKIT_MODEL_BATCH (windows per forward pass), TOOLKIT_MODEL_THREADS
-(the model's intra-op threads; default: every core, or cores / workers), TOOLKIT_WORKERS.
+`Authorization: Bearer <key>`; /metrics too, unless TOOLKIT_OPEN_METRICS=true), TOOLKIT_BODY_TIMEOUT_SECONDS
+(a body not whole this long after its headers gets 408), TOOLKIT_MODEL_BATCH (windows per forward pass),
+TOOLKIT_MODEL_THREADS (the model's intra-op threads; default: every core, or cores / workers), TOOLKIT_WORKERS.
 
 Every request gets an id (the client's `X-Request-ID` when it sends a short one, else a new one),
 returned in the `X-Request-ID` header and written in the request's log line and its batch's.
@@ -38,6 +39,7 @@ from toolkit.deploy.guard import REQUEST_ID, RequestGuard, ServeSettings, check_
 from toolkit.deploy.metrics import series
 from toolkit.infer import load_predictor
 from toolkit.rundir import read_manifest, verify_artifact, weights_file
+from toolkit.spans.content import drop_contentless
 
 log = logging.getLogger("toolkit.serve")
 
@@ -124,7 +126,9 @@ class Extraction:
     def _predict(self, texts: list[str]) -> list[list[dict]]:
         series().batch_documents.observe(len(texts))
         predictions = self.predictor.predict(texts, batch_size=SETTINGS.model_batch)
-        return [[s.to_dict(doc) for s in spans] for doc, spans in zip(texts, predictions)]
+        kept = [drop_contentless(doc, spans) for doc, spans in zip(texts, predictions)]  # as eval and predict do
+        series().spans_without_content.inc(sum(n for _, n in kept))
+        return [[s.to_dict(doc) for s in spans] for doc, (spans, _) in zip(texts, kept)]
 
     async def _tag(self, docs: list[str], request: Request) -> list[list[dict]] | None:
         """The model's answer, or None when the client went away first (its documents are then not run,

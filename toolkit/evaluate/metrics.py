@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.scoring import SCORING
+from toolkit.spans.content import drop_contentless
 from toolkit.spans.error_analysis import analyse_errors
 from toolkit.spans.overlaps import SpanLike, max_disjoint
 from toolkit.spans.words import words
@@ -336,6 +337,9 @@ def score(
     `unlocated[i]`: labels of document i's predictions that have no offsets (CLM hallucinations)."""
     if not (len(texts) == len(golds) == len(preds)):
         raise ValueError("texts, golds and preds must have one entry per document")
+    # Spans without a word are never returned (toolkit.spans.content), so they are not scored either: counted.
+    kept = [drop_contentless(t, p) for t, p in zip(texts, preds)]
+    preds, contentless = [k for k, _ in kept], sum(n for _, n in kept)
     docs = document_counts(texts, golds, preds, tolerances, jaccard_threshold, unlocated)
     names, matrix = _summary_vector(docs, tolerances)
     totals = matrix.sum(axis=0) if len(docs) else np.zeros(len(names))
@@ -386,6 +390,7 @@ def score(
             "gold_spans": int(totals[0]) if len(docs) else 0,
             "predicted_spans": int(totals[1]) if len(docs) else 0,
             "unlocated_predictions": int(totals[7]) if len(docs) else 0,
+            "spans_without_content": contentless,
         },
         "settings": {
             "boundary_tolerance_words": list(tolerances),

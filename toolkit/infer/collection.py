@@ -22,6 +22,7 @@ from toolkit.errors import ToolkitError
 from toolkit.infer.rows import (
     CHARS_PER_SLOT,
     PREDICTION_HEAD,
+    PredictionRow,
     batched_rows,
     encode_row,
     extract_file,
@@ -151,7 +152,7 @@ class PredictionSink:
                 self.repaired_tail = True
             self.out.write_bytes(data[:keep] if self.repaired_tail else data)
 
-    def write(self, row: str) -> dict:
+    def write(self, row: str | PredictionRow) -> dict:
         """Write one row (or, for a row that cannot be written, a failure naming why); returns what was written.
         Only the file system's own failure (a full disk) ends the run, with every row so far kept."""
         try:
@@ -164,8 +165,11 @@ class PredictionSink:
         except Exception as exc:  # noqa: BLE001 - one row that cannot be written must not end the run
             source = "?"
             try:
-                parsed = json.loads(row)
-                source, doc_id = parsed.get("meta", parsed).get("source", "?"), parsed.get("id")
+                if isinstance(row, PredictionRow):
+                    source, doc_id = row.key
+                else:
+                    parsed = json.loads(row)
+                    source, doc_id = parsed.get("meta", parsed).get("source", "?"), parsed.get("id")
             except Exception:  # noqa: BLE001 - the row itself is unreadable; the failure still names the error
                 doc_id = None
             failure = {
@@ -179,10 +183,27 @@ class PredictionSink:
             self._failed.flush()
             return failure
 
-    def _write(self, row: str) -> dict:
+    def _write(self, row: str | PredictionRow) -> dict:
+        if isinstance(row, PredictionRow):
+            if row.key not in self.done:
+                # Written in pieces: a long document's row is never one string beside its text. A row that fails
+                # part-way is cut off again, so OUT holds whole lines only.
+                start = self._out.tell()
+                try:
+                    for piece in row.pieces(kind=False):
+                        self._out.write(piece)
+                    self._out.write("\n")
+                    self._out.flush()
+                except Exception:
+                    self._out.truncate(start)
+                    raise
+                self.done.add(row.key)
+                self.predicted += 1
+                return {"id": row.doc.id, "meta": row.meta}
+            row = str(row)
         head = read_prediction_head(row)
         if head is not None and (head[1]["source"], head[0]) not in self.done:
-            # The line as written is the row less its kind: a long document's text and spans are not parsed again.
+            # From Ray: the line as written is the row less its kind, its text and spans not parsed again.
             self.done.add((head[1]["source"], head[0]))
             self._out.write("{")
             for lo in range(len(PREDICTION_HEAD), len(row), WRITE_CHARS):  # slices: a long row is not copied whole

@@ -67,7 +67,11 @@ class Predictor:
         self.batch_size = batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rows = list(batched_rows([str(r) for r in batch["row"]], self.predictor, self.model_id, self.batch_size))
+        # Rows cross Ray's object store as strings: a PredictionRow is joined here.
+        rows = [
+            str(row)
+            for row in batched_rows([str(r) for r in batch["row"]], self.predictor, self.model_id, self.batch_size)
+        ]
         return {"row": np.array(rows, dtype=object)}
 
 

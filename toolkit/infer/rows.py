@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from toolkit.data.documents import DocumentError, InputDocument, count_documents, read_documents
+from toolkit.spans.content import drop_contentless
 from toolkit.spans.decoding import PredictedSpan
 
 
@@ -71,9 +72,12 @@ def extract_file(
         )
 
 
-def predict_rows(predictor, documents: list[InputDocument], model_id: str, batch_size: int) -> list[str]:
-    """Output rows for `documents`, in order. When a batch fails, each document is retried alone so the
-    failure is pinned to the one document that causes it and the others still get their spans."""
+def predict_rows(
+    predictor, documents: list[InputDocument], model_id: str, batch_size: int
+) -> list[str | PredictionRow]:
+    """Output rows for `documents`, in order (failures as strings, predictions as `PredictionRow`s). When a batch
+    fails, each document is retried alone so the failure is pinned to the one document that causes it and the
+    others still get their spans."""
     if not documents:
         return []
     try:
@@ -90,30 +94,62 @@ def predict_rows(predictor, documents: list[InputDocument], model_id: str, batch
                 "report it with this document; the others went on",
             )
         ]
-    return [prediction_row(d, spans, model_id) for d, spans in zip(documents, predictions)]
+    cut = getattr(predictor, "last_report", {}).get("spans_cut_in_long_documents", {})
+    return [
+        PredictionRow(d, spans, model_id, cut.get(i, 0)) for i, (d, spans) in enumerate(zip(documents, predictions))
+    ]
 
 
 PREDICTION_HEAD = '{"kind": "prediction", '
 _NOT_UTF8 = re.compile("[\ud800-\udfff]")  # lone surrogates: the only str that UTF-8 cannot encode
+ESCAPE_CHARS = 1 << 20  # text escaped a slice at a time
 
 
-def prediction_row(d: InputDocument, spans: Sequence[PredictedSpan], model_id: str) -> str:
-    """`encode_row` of {kind, id, text, spans, meta}, the same line, written a span at a time: a long
-    document's spans never exist as dicts all at once (a noisy model can give one every hundred characters)."""
-    meta = {"source": d.source, **d.meta, "model": model_id}
-    ascii_only = any(_NOT_UTF8.search(v) for v in (d.id, d.text) if isinstance(v, str)) or bool(
-        _NOT_UTF8.search(json.dumps(meta, ensure_ascii=False))
-    )
+class PredictionRow:
+    """A prediction row, {kind, id, text, spans, meta}, written in pieces: the text escaped a slice at a time
+    and the spans one at a time, so a long document's row never exists whole beside its text. `str(row)` is
+    `encode_row` of the same dict (what Ray's workers send back). Spans without a word are left out and
+    counted (`toolkit.spans.content`)."""
 
-    def dump(value) -> str:
-        return json.dumps(value, ensure_ascii=ascii_only)
+    def __init__(self, d: InputDocument, spans: Sequence[PredictedSpan], model_id: str, spans_cut: int = 0):
+        self.doc = d
+        self.spans, contentless = drop_contentless(d.text, spans)
+        self.meta = {"source": d.source, **d.meta, "model": model_id}
+        if contentless:  # dropped, not silently
+            self.meta["spans_without_content"] = contentless
+        if spans_cut:  # a long document's span cut where no place to end it came within the bound (spans.streaming)
+            self.meta["spans_cut_at_the_memory_bound"] = spans_cut
+        self.ascii_only = any(_NOT_UTF8.search(v) for v in (d.id, d.text) if isinstance(v, str)) or bool(
+            _NOT_UTF8.search(json.dumps(self.meta, ensure_ascii=False))
+        )
 
-    parts = [f"{{{dump('kind')}: {dump('prediction')}, {dump('id')}: {dump(d.id)}, {dump('text')}: "]
-    parts.append(dump(d.text))
-    parts.append(f", {dump('spans')}: [")
-    parts.extend((", " if k else "") + dump(span.to_dict(d.text)) for k, span in enumerate(spans))
-    parts.append(f"], {dump('meta')}: {dump(meta)}}}")
-    return "".join(parts)  # one copy of the text (a StringIO would hold four bytes a character)
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.doc.source, self.doc.id)
+
+    def pieces(self, kind: bool = True) -> Iterator[str]:
+        """The row's line (without its newline) in pieces; `kind=False` leaves out the kind (OUT's lines)."""
+
+        def dump(value) -> str:
+            return json.dumps(value, ensure_ascii=self.ascii_only)
+
+        text = self.doc.text
+        yield f"{{{dump('kind')}: {dump('prediction')}, " if kind else "{"
+        yield f'{dump("id")}: {dump(self.doc.id)}, {dump("text")}: "'
+        for lo in range(0, len(text), ESCAPE_CHARS):  # JSON escapes each character alone: slices escape alike
+            yield dump(text[lo : lo + ESCAPE_CHARS])[1:-1]
+        yield f'", {dump("spans")}: ['
+        for k, span in enumerate(self.spans):
+            yield (", " if k else "") + dump(span.to_dict(text))
+        yield f"], {dump('meta')}: {dump(self.meta)}}}"
+
+    def __str__(self) -> str:
+        return "".join(self.pieces())
+
+
+def prediction_row(d: InputDocument, spans: Sequence[PredictedSpan], model_id: str, spans_cut: int = 0) -> str:
+    """`encode_row` of {kind, id, text, spans, meta}, as one string (`PredictionRow` writes it in pieces)."""
+    return str(PredictionRow(d, spans, model_id, spans_cut))
 
 
 def read_prediction_head(row: str) -> tuple[str, dict] | None:
@@ -135,7 +171,7 @@ CHARS_PER_SLOT = 1_000
 
 def batched_rows(
     rows: Iterable[str], predictor, model_id: str, batch_size: int, ready: Callable[[], bool] = lambda: True
-) -> Iterator[str]:
+) -> Iterator[str | PredictionRow]:
     """Document rows through the model; failure rows pass straight through. A model call takes at most
     `batch_size` documents and about `batch_size * CHARS_PER_SLOT` characters (a longer document goes
     alone), and runs as soon as `ready()` says no further row is waiting, so rows already read are not

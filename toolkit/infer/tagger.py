@@ -133,9 +133,15 @@ class Tagger:
         ):
             spans[i] = doc_spans
         streamed = {"windows": 0, "tokens": 0, "forced_cuts": 0}
+        cut: dict[int, int] = {}
         for i in (i for i, t in enumerate(texts) if len(t) > self.long_document_chars):
+            before = streamed["forced_cuts"]
             spans[i] = self.predict_long(texts[i], batch_size, streamed)
+            if streamed["forced_cuts"] > before:
+                cut[i] = streamed["forced_cuts"] - before
         self.last_report = self.report_since(start, windows, streamed)
+        if cut:  # document index -> spans cut where no place to end one came within the bound (toolkit predict's meta)
+            self.last_report["spans_cut_in_long_documents"] = cut
         return spans  # type: ignore[return-value]
 
     def long_windows(self, text: str) -> Iterator[Window]:
@@ -173,6 +179,4 @@ class Tagger:
             "tokens": sum(len(w.input_ids) for w in windows) + streamed.get("tokens", 0),
             "autocast": self.autocast,
         }
-        if streamed.get("forced_cuts"):
-            report["spans_cut_in_long_documents"] = streamed["forced_cuts"]
         return report

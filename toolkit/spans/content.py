@@ -1,0 +1,24 @@
+"""A span holds at least one word character: a span of only punctuation or whitespace (a "." beside real
+clauses) is never returned or scored. One rule, used where spans leave the toolkit (`toolkit predict`'s rows,
+the service's answers, `toolkit eval`'s predictions file) and by the scorer, which counts what it dropped.
+Pure: no torch, no I/O."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TypeVar
+
+_WORD = re.compile(r"\w")
+S = TypeVar("S")
+
+
+def has_content(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] holds a letter, a digit or an underscore (searched in place, not copied)."""
+    return _WORD.search(text, start, end) is not None
+
+
+def drop_contentless(text: str, spans: Sequence[S]) -> tuple[list[S], int]:
+    """The spans that hold a word, and how many did not."""
+    kept = [s for s in spans if has_content(text, s.start, s.end)]  # type: ignore[attr-defined]
+    return kept, len(spans) - len(kept)
