@@ -2,7 +2,7 @@
 CUAD dev contracts (from ../shared/data) with a trained run or artifact.
 
     .venv/bin/python bench/long_document_parity.py MODEL [--documents 51] [--group 64] [--chunk-chars 200000] \
-        [--out bench/out/long_document_parity_<name>.json]
+        [--threshold T] [--out bench/out/long_document_parity_<name>.json]
 
 Every document is predicted twice by one predictor: whole (no document is streamed), and streamed (every
 document is, in groups of --group windows and text pieces of --chunk-chars). Reported: documents whose
@@ -33,6 +33,9 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=51)
     parser.add_argument("--group", type=int, default=64)
     parser.add_argument("--chunk-chars", type=int, default=200_000)
+    parser.add_argument(
+        "--threshold", type=float, help="a segment model: every label at this threshold (lower: more spans to compare)"
+    )
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -44,6 +47,8 @@ def main() -> None:
     header = benchmark_header()
     texts = [json.loads(line)["text"] for line in dev.open(encoding="utf-8")][: args.documents]
     predictor = load_predictor(args.model)
+    if args.threshold is not None:
+        predictor.thresholds = [args.threshold] * len(predictor.thresholds)
     predictor.long_document_chars = 10**12
     started = time.perf_counter()
     whole = predictor.predict(texts)
@@ -67,6 +72,7 @@ def main() -> None:
         "characters": sum(map(len, texts)),
         "group_windows": args.group,
         "chunk_chars": args.chunk_chars,
+        "thresholds": getattr(predictor, "thresholds", None),
         "documents_equal_as_written": sum(written(t, w) == written(t, s) for t, w, s in zip(texts, whole, streamed)),
         "documents_equal_exactly": sum(w == s for w, s in zip(whole, streamed)),
         "spans_whole": sum(map(len, whole)),

@@ -6,6 +6,9 @@ is typed by hand.
         --command "toolkit run recipes/cuad_clauses_segments_mlm.yaml" [--id NAME] [--headline]
     python bench/results.py throughput LINE.json --table ... --system ... --id ... --command ...
     python bench/results.py serving bench/out/serve_service.json --table ... --system ... --id ... --command ...
+    python bench/results.py headline bench/out/serve_headline.json --table ... --system ... --id ... --command ...
+    python bench/results.py peak bench/out/predict_peak.json --table ... --system ... --id ... --command ...
+    python bench/results.py memory bench/out/long_document.json --case single_100mb --table ... --id ... --command ...
     python bench/results.py page            # rewrite docs/results.md and the README's headline table
     python bench/results.py page --check    # exit 1 when either differs from the records (a fast test runs it)
 
@@ -66,7 +69,8 @@ class Record(BaseModel):
     value: float
     unit: str | None = Field(
         default=None,
-        description='None for a score in [0, 1]; "s" for a time; "tokens/s" for a training speed; "ms" for a latency.',
+        description='None for a score in [0, 1]; "s" for a time; "tokens/s" for a training speed; "ms" for a latency; '
+        '"MB" for memory; "x" for a ratio.',
     )
     ci95: tuple[float, float] | None = None
     others: dict[str, float] = Field(default_factory=dict)
@@ -194,6 +198,88 @@ def serving_record(result: dict, table: str, system: str, command: str, note: st
     )
 
 
+def headline_record(
+    result: dict, table: str, system: str, command: str, commit: str | None, note: str | None
+) -> Record:
+    """A record of `serve_bench.py headline`: the median over rounds of the chosen path's docs/s over the HF
+    pipeline's, one document per call, with the p50 latencies of the last round beside it."""
+    last = result["rounds"][-1]
+    return _measured_here(
+        commit,
+        table=table,
+        system=system,
+        metric="docs/s against the HF pipeline, one document a call",
+        value=result["median_ratio_docs_per_s"],
+        unit="x",
+        others={
+            "median document ratio": result["median_document_ratio"],
+            "p50 ratio": result["median_ratio_p50"],
+            "chosen p50 ms": last["chosen"]["p50_ms"],
+            "pipeline p50 ms": last["hf_pipeline_fp32"]["p50_ms"],
+        },
+        documents=result["documents"],
+        command=command,
+        note=_notes(f"path {result['chosen_path']}; {len(result['rounds'])} rounds, {result['interleave']}", note),
+    )
+
+
+def peak_record(result: dict, table: str, system: str, command: str, commit: str | None, note: str | None) -> Record:
+    """A record of `predict_peak.py`: batched `toolkit predict`'s share of the CPU's matmul peak in its precision."""
+    modes = result["modes"]
+    whole = modes["toolkit predict"]
+    return _measured_here(
+        commit,
+        table=table,
+        system=system,
+        metric=f"share of the {result['precision']} matmul peak, toolkit predict",
+        value=whole["median_share_of_round_peak"],
+        others={
+            "GFLOP/s": whole["gflops"],
+            "peak GFLOP/s": result["peak_gflops"],
+            "docs/s": whole["docs_per_s"],
+            **{f"share, {m}": row["median_share_of_round_peak"] for m, row in modes.items() if m != "toolkit predict"},
+        },
+        documents=result["documents"],
+        command=command,
+        note=_notes(
+            f"path {result['path']}; {result['gflop_per_document']} GFLOP a document; {result['rounds']} rounds, "
+            f"peaks {result['peak_per_round']}",
+            note,
+        ),
+    )
+
+
+def memory_record(
+    result: dict,
+    table: str,
+    system: str,
+    command: str,
+    commit: str | None,
+    note: str | None,
+    case: str,
+    against: str | None,
+) -> Record:
+    """A record of one `long_document.py` case: `toolkit predict`'s peak RSS, with its characters per second
+    (and their share of another case's, measured in the same run)."""
+    row = result["cases"][case]
+    others = {"chars/s": row["chars_per_s"], "input MB": round(row["input_bytes"] / 1e6, 1), "spans": row["spans"]}
+    if against:
+        others[f"chars/s share of {against}"] = round(row["chars_per_s"] / result["cases"][against]["chars_per_s"], 3)
+    return _measured_here(
+        commit,
+        table=table,
+        system=system,
+        metric="peak RSS",
+        value=row["peak_rss_mb"],
+        unit="MB",
+        others=others,
+        documents=row["documents"],
+        inference_seconds=row["seconds"],
+        command=command,
+        note=_notes(f"{row['failed']} failed", note),
+    )
+
+
 def load_records(folder: Path = RECORDS) -> list[Record]:
     """Every record, each checked; a bad one is an error naming its file and field."""
     records = []
@@ -224,6 +310,10 @@ def _figure(r: Record) -> str:
         return f"{r.value:.0f} tokens/s"
     if r.unit == "ms":
         return f"{r.value:.0f} ms"
+    if r.unit == "MB":
+        return f"{r.value:,.0f} MB"
+    if r.unit == "x":
+        return f"{r.value:.2f}x"
     ci = f" ({r.ci95[0]:.3f}-{r.ci95[1]:.3f})" if r.ci95 else ""
     return f"{r.value:.3f}{ci}"
 
@@ -349,6 +439,21 @@ def main() -> int:
     served.add_argument("--command", dest="run_command", required=True)
     served.add_argument("--id", required=True)
     served.add_argument("--note")
+    ratio = sub.add_parser("headline", help="write bench/results/<id>.json from serve_bench.py headline's JSON")
+    ratio.add_argument("result", type=Path, help="bench/out/serve_headline.json")
+    peak = sub.add_parser("peak", help="write bench/results/<id>.json from predict_peak.py's JSON")
+    peak.add_argument("result", type=Path, help="bench/out/predict_peak.json")
+    memory = sub.add_parser("memory", help="write bench/results/<id>.json from one long_document.py case")
+    memory.add_argument("result", type=Path, help="bench/out/long_document*.json")
+    memory.add_argument("--case", required=True, help="the case's name, e.g. single_100mb")
+    memory.add_argument("--against", help="a case of the same file whose chars/s this one's is compared with")
+    for measured in (ratio, peak, memory):
+        measured.add_argument("--table", required=True)
+        measured.add_argument("--system", required=True)
+        measured.add_argument("--command", dest="run_command", required=True)
+        measured.add_argument("--id", required=True)
+        measured.add_argument("--commit", help="the commit it was measured at (default: HEAD)")
+        measured.add_argument("--note")
     page = sub.add_parser("page", help="rewrite docs/results.md and the README's headline table")
     page.add_argument("--check", action="store_true", help="exit 1 when either is not what the records give")
     args = parser.parse_args()
@@ -402,6 +507,13 @@ def main() -> int:
     if args.command == "serving":
         result = json.loads(args.result.read_text(encoding="utf-8"))
         r = serving_record(result, args.table, args.system, args.run_command, args.note)
+        return _write(r, args.id)
+
+    if args.command in ("headline", "peak", "memory"):
+        result = json.loads(args.result.read_text(encoding="utf-8"))
+        maker = {"headline": headline_record, "peak": peak_record, "memory": memory_record}[args.command]
+        extra = {"case": args.case, "against": args.against} if args.command == "memory" else {}
+        r = maker(result, args.table, args.system, args.run_command, args.commit, args.note, **extra)
         return _write(r, args.id)
 
     records = load_records()

@@ -161,6 +161,16 @@ def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(
         assert any(whole)
         classifier.long_document_chars, classifier.group_windows, classifier.chunk_chars = 0, 2, 301
         assert classifier.predict(texts, batch_size=1) == whole
+    # What `toolkit eval` sweeps thresholds over: every segment's scores, streamed as the whole path gives them.
+    classifier.long_document_chars = 10**12
+    whole_scores = classifier.score(texts, batch_size=1)
+    classifier.long_document_chars = 0
+    streamed_scores = classifier.score(texts, batch_size=1)
+    assert streamed_scores.segments == whole_scores.segments
+    for a, b in zip(streamed_scores.probabilities, whole_scores.probabilities):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(streamed_scores.starts, whole_scores.starts):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize(

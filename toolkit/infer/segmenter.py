@@ -26,7 +26,7 @@ from toolkit.spans.segment_decoding import (
     sigmoid,
     token_segments,
 )
-from toolkit.spans.segment_streaming import merge_stream, stream_segment_windows
+from toolkit.spans.segment_streaming import merge_stream, score_stream, stream_segment_windows
 from toolkit.spans.segments import segment_text
 from toolkit.spans.windows import Window
 
@@ -118,9 +118,9 @@ class SegmentClassifier(SegmentDecisions, Tagger):
             self.tokenizer, text, self.meta.segment_tokens, self.meta.context_tokens or 0, self.chunk_chars
         )
 
-    def predict_long(self, text: str, batch_size: int = 16, tally: dict | None = None) -> list[PredictedSpan]:
-        """One long document's spans (what `predict` gives), in memory bounded by `group_windows`."""
-        tally = {"windows": 0, "tokens": 0, "forced_cuts": 0} if tally is None else tally
+    def block_scorer(self, text: str):
+        """`score_block` for `toolkit.spans.segment_streaming`: settled segments' probabilities (and clause-start
+        probabilities) from their encoder logits, the prior reading each segment with its neighbours."""
 
         def score_block(segments, encoder, before, after) -> tuple[np.ndarray, np.ndarray | None]:
             if self.prior is None:
@@ -128,12 +128,18 @@ class SegmentClassifier(SegmentDecisions, Tagger):
             around = [before] * (before is not None) + segments + [after] * (after is not None)
             inputs = segment_inputs(text, around)[before is not None :][: len(segments)]
             prior = self.prior.score_segments([segments], [inputs])
-            return self.probabilities(encoder, prior.probabilities[0]), None if prior.starts is None else prior.starts[
-                0
-            ]
+            starts = None if prior.starts is None else prior.starts[0]
+            return self.probabilities(encoder, prior.probabilities[0]), starts
 
+        return score_block
+
+    def predict_long(self, text: str, batch_size: int = 16, tally: dict | None = None) -> list[PredictedSpan]:
+        """One long document's spans (what `predict` gives), in memory bounded by `group_windows`."""
+        tally = {"windows": 0, "tokens": 0, "forced_cuts": 0} if tally is None else tally
         groups = self.scored_groups(self.long_windows(text), batch_size, tally)
-        spans, forced = merge_stream(text, groups, self.labels, self.thresholds, score_block, self.chunk_chars)
+        spans, forced = merge_stream(
+            text, groups, self.labels, self.thresholds, self.block_scorer(text), self.chunk_chars
+        )
         tally["forced_cuts"] += forced
         return [PredictedSpan(a, b, label, score) for a, b, label, score in spans]
 
@@ -153,8 +159,29 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         return out
 
     def score(self, texts: Sequence[str], batch_size: int = 16, prior: SegmentScores | None = None) -> SegmentScores:
+        """Each document's segments and probabilities. A document longer than `long_document_chars` is scored a
+        group of windows at a time (what is kept is its segments' scores, not its windows'), unless `prior`
+        gives the prior's scores (training documents)."""
         start = time.perf_counter()
-        windows = self.windows(texts)
-        scores = self.segment_scores(texts, windows, self.logits(windows, batch_size), prior)
-        self.last_report = self.report_since(start, windows)
-        return scores
+        long = set() if prior is not None else {i for i, t in enumerate(texts) if len(t) > self.long_document_chars}
+        if not long:
+            windows = self.windows(texts)
+            scores = self.segment_scores(texts, windows, self.logits(windows, batch_size), prior)
+            self.last_report = self.report_since(start, windows)
+            return scores
+        short = [i for i in range(len(texts)) if i not in long]
+        windows = self.windows([texts[i] for i in short])
+        part = self.segment_scores([texts[i] for i in short], windows, self.logits(windows, batch_size))
+        segments, probabilities, starts = [None] * len(texts), [None] * len(texts), [None] * len(texts)
+        for k, i in enumerate(short):
+            segments[i], probabilities[i] = part.segments[k], part.probabilities[k]
+            starts[i] = None if part.starts is None else part.starts[k]
+        tally = {"windows": 0, "tokens": 0, "forced_cuts": 0}
+        for i in sorted(long):
+            groups = self.scored_groups(self.long_windows(texts[i]), batch_size, tally)
+            segments[i], probabilities[i], starts[i] = score_stream(
+                texts[i], groups, len(self.labels), self.block_scorer(texts[i]), self.chunk_chars
+            )
+        self.last_report = self.report_since(start, windows, tally)
+        has_starts = self.prior is not None and self.prior.starts is not None
+        return SegmentScores(segments, probabilities, starts if has_starts else None)  # type: ignore[arg-type]

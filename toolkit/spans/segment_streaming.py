@@ -163,6 +163,43 @@ class RunStream:
         return out
 
 
+def scored_blocks(
+    text: str,
+    scored_groups: Iterable[tuple[Sequence[Window], Sequence[np.ndarray]]],
+    n_labels: int,
+    score_block: ScoreBlock,
+    chunk_chars: int = CHUNK_CHARS,
+) -> Iterator[tuple[list[tuple[int, int]], np.ndarray, np.ndarray | None, bool]]:
+    """One document's settled segments, a block at a time, with their probabilities and clause-start
+    probabilities, and whether the block is the last. `score_block(segments, encoder_logits, before, after)`
+    turns settled segments' encoder logits into those (starts None without them); `before` and `after` are the
+    segments either side of the block (None at the document's ends), which a linear prior reads as context.
+    The last settled segment waits for the next group, so `after` is known."""
+    logits_stream = SegmentLogitStream(text, n_labels, chunk_chars)
+    held: list[tuple[int, int]] = []
+    held_logits = np.zeros((0, n_labels))
+    before: tuple[int, int] | None = None
+
+    def step(windows: Sequence[Window], logits: Sequence[np.ndarray], final: bool) -> tuple:
+        nonlocal held, held_logits, before
+        segments, encoder = logits_stream.push(windows, logits, final)
+        segments, encoder = held + segments, np.concatenate([held_logits, encoder])
+        cut = len(segments) if final else max(0, len(segments) - 1)
+        block, held, held_logits = segments[:cut], segments[cut:], encoder[cut:]
+        if not block:
+            return [], np.zeros((0, n_labels)), None, final
+        probs, starts = score_block(block, encoder[:cut], before, held[0] if held else None)
+        before = block[-1]
+        return block, probs, starts, final
+
+    pushed = False
+    for (windows, logits), final in with_last(scored_groups):
+        pushed = True
+        yield step(windows, logits, final)
+    if not pushed:  # a document with no input at all (no segment holds a token): its segments still count
+        yield step([], [], True)
+
+
 def merge_stream(
     text: str,
     scored_groups: Iterable[tuple[Sequence[Window], Sequence[np.ndarray]]],
@@ -172,32 +209,30 @@ def merge_stream(
     chunk_chars: int = CHUNK_CHARS,
     max_pending: int = MAX_PENDING_SEGMENTS,
 ) -> tuple[list[tuple[int, int, str, float]], int]:
-    """One document's merged spans from its windows' logits, a group of windows at a time, and how many
-    blocks had to be cut inside a run. `score_block(segments, encoder_logits, before, after)` turns settled
-    segments' encoder logits into their probabilities and clause-start probabilities (None without them);
-    `before` and `after` are the segments either side of the block (None at the document's ends), which a
-    linear prior reads as context. The last settled segment waits for the next push, so `after` is known."""
-    logits_stream = SegmentLogitStream(text, len(labels), chunk_chars)
+    """One document's merged spans from its windows' logits, a group of windows at a time (`scored_blocks`),
+    and how many blocks had to be cut inside a run."""
     runs = RunStream(labels, thresholds, max_pending)
     spans: list[tuple[int, int, str, float]] = []
-    state: dict = {"held": [], "held_logits": np.zeros((0, len(labels))), "before": None}
-
-    def step(windows: Sequence[Window], logits: Sequence[np.ndarray], final: bool) -> list:
-        segments, encoder = logits_stream.push(windows, logits, final)
-        segments, encoder = state["held"] + segments, np.concatenate([state["held_logits"], encoder])
-        cut = len(segments) if final else max(0, len(segments) - 1)
-        block, state["held"], state["held_logits"] = segments[:cut], segments[cut:], encoder[cut:]
-        if not block:
-            return runs.push([], np.zeros((0, len(labels))), None, final)
-        after = state["held"][0] if state["held"] else None
-        probs, starts = score_block(block, encoder[:cut], state["before"], after)
-        state["before"] = block[-1]
-        return runs.push(block, probs, starts, final)
-
-    pushed = False
-    for (windows, logits), final in with_last(scored_groups):
-        pushed = True
-        spans += step(windows, logits, final)
-    if not pushed:  # a document with no input at all (no segment holds a token): its segments still count
-        spans += step([], [], True)
+    for block, probs, starts, final in scored_blocks(text, scored_groups, len(labels), score_block, chunk_chars):
+        spans += runs.push(block, probs, starts, final)
     return spans, runs.forced_cuts
+
+
+def score_stream(
+    text: str,
+    scored_groups: Iterable[tuple[Sequence[Window], Sequence[np.ndarray]]],
+    n_labels: int,
+    score_block: ScoreBlock,
+    chunk_chars: int = CHUNK_CHARS,
+) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray | None]:
+    """One document's segments with their probabilities [segments x labels] (and clause-start probabilities),
+    what `SegmentClassifier.score` gives for it: what threshold sweeps read. Proportional to the segments,
+    not to the windows or their tokens."""
+    segments: list[tuple[int, int]] = []
+    probs, starts = [np.zeros((0, n_labels))], []
+    for block, block_probs, block_starts, _ in scored_blocks(text, scored_groups, n_labels, score_block, chunk_chars):
+        segments += block
+        probs.append(block_probs)
+        if block_starts is not None:
+            starts.append(block_starts)
+    return segments, np.concatenate(probs), np.concatenate(starts) if starts else None
