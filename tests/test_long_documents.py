@@ -15,7 +15,8 @@ from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.streaming import count_tokens, decode_stream, groups_of, stream_windows
 from toolkit.spans.windows import make_windows
 
-LONG = "\n\n".join(sample_texts())  # every sample document, one after another: a few dozen windows
+# The sample documents one after another, cut to 24k characters: dozens of windows and seams, read in seconds.
+PART = "\n\n".join(sample_texts())[:24_000]
 
 
 def _same_windows(a, b) -> None:
@@ -32,10 +33,10 @@ def _same_windows(a, b) -> None:
 @pytest.mark.parametrize(("max_length", "stride"), [(128, 32), (24, 6), (512, 0)])
 def test_streamed_windows_are_the_tokenizers_overflow_windows(name, max_length, stride):
     tokenizer = load_tokenizer(default_encoder() if name == "encoder" else default_decoder())
-    for text in (LONG, "", "   \n ", "one"):
+    for text in (PART, "", "   \n ", "one"):
         expected = make_windows(tokenizer, [text], max_length, stride)
         _same_windows(expected, list(stream_windows(tokenizer, text, max_length, stride, chunk_chars=301)))
-    assert count_tokens(tokenizer, LONG, 301) == len(tokenizer(LONG, add_special_tokens=False)["input_ids"])
+    assert count_tokens(tokenizer, PART, 301) == len(tokenizer(PART, add_special_tokens=False)["input_ids"])
 
 
 def _logits(windows, outputs: int, seed: int, inside_bias: float) -> list[np.ndarray]:
@@ -56,15 +57,15 @@ def test_streamed_spans_equal_the_whole_documents(multi_label, decoding, group):
     tokenizer = load_tokenizer(default_encoder())
     space = LabelSpace(("Parties", "Term", "Notice"), multi_label=multi_label, decoding=decoding)
     outputs = len(space.output_names())
-    windows = make_windows(tokenizer, [LONG], 64, 16)
+    windows = make_windows(tokenizer, [PART], 64, 16)
     for seed, bias in [(0, 0.0), (1, 1.0), (2, 3.0)]:
         logits = _logits(windows, outputs, seed, bias)
         expected = decode_documents(
-            [LONG], [0] * len(windows), [w.offsets for w in windows], [w.word_ids for w in windows], logits, space
+            [PART], [0] * len(windows), [w.offsets for w in windows], [w.word_ids for w in windows], logits, space
         )[0]
         pairs = list(zip(windows, logits))
         groups = [([w for w, _ in g], [x for _, x in g]) for g in groups_of(pairs, group)]
-        spans, forced = decode_stream(LONG, groups, space)
+        spans, forced = decode_stream(PART, groups, space)
         assert forced == 0
         assert spans == expected and expected
 
@@ -72,12 +73,12 @@ def test_streamed_spans_equal_the_whole_documents(multi_label, decoding, group):
 def test_a_span_longer_than_the_pending_bound_is_cut_and_counted():
     tokenizer = load_tokenizer(default_encoder())
     space = LabelSpace(("Term",), multi_label=False)
-    windows = make_windows(tokenizer, [LONG], 64, 16)
+    windows = make_windows(tokenizer, [PART], 64, 16)
     logits = [np.tile([0.0, 0.0, 5.0], (len(w.input_ids), 1)) for w in windows]  # one span over everything
     groups = [([w], [x]) for w, x in zip(windows, logits)]
-    whole, forced = decode_stream(LONG, groups, space)
+    whole, forced = decode_stream(PART, groups, space)
     assert forced == 0 and len(whole) == 1
-    cut, forced = decode_stream(LONG, groups, space, max_pending_tokens=100)
+    cut, forced = decode_stream(PART, groups, space, max_pending_tokens=100)
     assert forced > 0 and len(cut) == forced + 1
     assert cut[0].start == whole[0].start and cut[-1].end == whole[0].end
 
@@ -86,11 +87,13 @@ def test_a_tagger_reads_long_documents_in_groups_with_the_same_answer(tiny_mlm_r
     from toolkit.infer.tagger import Tagger
 
     tagger = Tagger.load(tiny_mlm_run)
-    texts = [LONG, sample_texts()[0], LONG[: len(LONG) // 3]]
-    whole = tagger.predict(texts)
+    texts = [PART, sample_texts()[0], PART[:8_000]]
+    # One window per forward pass: under PyTorch a window's logits move in the last bits with its batch's
+    # padding, and groups batch other neighbours than the whole documents do.
+    whole = tagger.predict(texts, batch_size=1)
     assert any(whole)
     tagger.long_document_chars, tagger.group_windows, tagger.chunk_chars = 0, 2, 257
-    streamed = tagger.predict(texts)
+    streamed = tagger.predict(texts, batch_size=1)
     assert streamed == whole
     assert tagger.last_report["windows"] > len(texts)
 
@@ -101,7 +104,7 @@ def test_segment_inputs_stream_as_the_whole_document_makes_them():
     from toolkit.spans.segments import segment_text
 
     tokenizer = load_tokenizer(default_encoder())
-    for text in (LONG, LONG.replace("\n", " ")[:20_000], "", "  "):
+    for text in (PART, PART.replace("\n", " ")[:12_000], "", "  "):
         for tokens, context in [(96, 16), (8, 3), (4, 0)]:
             expected, _ = make_segment_windows(tokenizer, [text], [segment_text(text)], tokens, context)
             _same_windows(expected, list(stream_segment_windows(tokenizer, text, tokens, context, chunk_chars=301)))
@@ -114,17 +117,15 @@ def test_a_segment_model_reads_long_documents_in_groups_with_the_same_answer(tin
     classifier = SegmentClassifier.load(tiny_segment_run.run_dir)
     if encoder_input == "segments":
         classifier.meta = classifier.meta.model_copy(update={"segment_tokens": 12, "context_tokens": 4})
-    texts = [LONG, sample_texts()[0], LONG.replace("\n", " ")[:30_000]]
-    # Thresholds low enough that runs span many segments, and every seam cuts through some. One window per
-    # forward pass: under PyTorch a window's logits move in the last bits with its batch's padding, and groups
-    # batch other neighbours than the whole document does (segment inputs differ in length).
-    for thresholds in (classifier.thresholds, [0.05] * len(classifier.labels)):
-        classifier.thresholds = list(thresholds)
-        classifier.long_document_chars = 10**12
-        whole = classifier.predict(texts, batch_size=1)
-        assert any(whole)
-        classifier.long_document_chars, classifier.group_windows, classifier.chunk_chars = 0, 3, 257
-        assert classifier.predict(texts, batch_size=1) == whole
+    texts = [PART, sample_texts()[0], PART.replace("\n", " ")[:12_000]]
+    # A threshold low enough that runs span many segments, and every seam cuts through some; one window per
+    # forward pass, as in the tagger's test.
+    classifier.thresholds = [0.05] * len(classifier.labels)
+    classifier.long_document_chars = 10**12
+    whole = classifier.predict(texts, batch_size=1)
+    assert any(whole)
+    classifier.long_document_chars, classifier.group_windows, classifier.chunk_chars = 0, 3, 257
+    assert classifier.predict(texts, batch_size=1) == whole
 
 
 def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(tiny_bert, tmp_path):
@@ -139,7 +140,7 @@ def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(
     overrides = [
         f"model.name={tiny_bert}",
         f"output_dir={tmp_path}",
-        "data.max_train_docs=16",
+        "data.max_train_docs=12",
         "data.max_dev_docs=2",
         "train.epochs=1",
         "eval.bootstrap=0",
@@ -153,14 +154,13 @@ def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(
     result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "prior")
     classifier = SegmentClassifier.load(result.run_dir)
     assert classifier.prior is not None and classifier.prior.starts is not None
-    texts = [LONG, LONG.replace("\n", " ")[:30_000]]
-    for thresholds in (classifier.thresholds, [0.2] * len(classifier.labels)):
-        classifier.thresholds = list(thresholds)
-        classifier.long_document_chars = 10**12
-        whole = classifier.predict(texts, batch_size=1)
-        assert any(whole)
-        classifier.long_document_chars, classifier.group_windows, classifier.chunk_chars = 0, 2, 301
-        assert classifier.predict(texts, batch_size=1) == whole
+    texts = [PART, PART.replace("\n", " ")[:12_000]]
+    classifier.thresholds = [0.2] * len(classifier.labels)  # low: runs over many segments, cut by every seam
+    classifier.long_document_chars = 10**12
+    whole = classifier.predict(texts, batch_size=1)
+    assert any(whole)
+    classifier.long_document_chars, classifier.group_windows, classifier.chunk_chars = 0, 2, 301
+    assert classifier.predict(texts, batch_size=1) == whole
     # What `toolkit eval` sweeps thresholds over: every segment's scores, streamed as the whole path gives them.
     classifier.long_document_chars = 10**12
     whole_scores = classifier.score(texts, batch_size=1)
