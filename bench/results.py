@@ -9,6 +9,7 @@ is typed by hand.
     python bench/results.py headline bench/out/serve_headline.json --table ... --system ... --id ... --command ...
     python bench/results.py peak bench/out/predict_peak.json --table ... --system ... --id ... --command ...
     python bench/results.py memory bench/out/long_document.json --case single_100mb --table ... --id ... --command ...
+    python bench/results.py parity bench/out/long_document_parity_demo.json --table ... --id ... --command ...
     python bench/results.py page            # rewrite docs/results.md and the README's headline table
     python bench/results.py page --check    # exit 1 when either differs from the records (a fast test runs it)
 
@@ -280,6 +281,33 @@ def memory_record(
     )
 
 
+def parity_record(result: dict, table: str, system: str, command: str, commit: str | None, note: str | None) -> Record:
+    """A record of `long_document_parity.py`: the share of documents whose streamed spans equal the whole path's
+    as `toolkit predict` writes them, with exact equality and the spans compared beside it."""
+    n = result["documents"]
+    return _measured_here(
+        commit,
+        table=table,
+        system=system,
+        metric="documents with the whole-document path's spans, as written",
+        value=round(result["documents_equal_as_written"] / n, 4),
+        others={
+            "documents equal, exact floats": result["documents_equal_exactly"],
+            "spans": result["spans_whole"],
+            "spans streamed": result["spans_streamed"],
+            "largest score difference": result["largest_score_difference"],
+        },
+        documents=n,
+        inference_seconds=result["seconds_streamed"],
+        command=command,
+        note=_notes(
+            f"groups of {result['group_windows']} windows, pieces of {result['chunk_chars']} characters; "
+            f"thresholds {result.get('thresholds')}; whole path {result['seconds_whole']} s",
+            note,
+        ),
+    )
+
+
 def load_records(folder: Path = RECORDS) -> list[Record]:
     """Every record, each checked; a bad one is an error naming its file and field."""
     records = []
@@ -447,7 +475,9 @@ def main() -> int:
     memory.add_argument("result", type=Path, help="bench/out/long_document*.json")
     memory.add_argument("--case", required=True, help="the case's name, e.g. single_100mb")
     memory.add_argument("--against", help="a case of the same file whose chars/s this one's is compared with")
-    for measured in (ratio, peak, memory):
+    parity = sub.add_parser("parity", help="write bench/results/<id>.json from long_document_parity.py's JSON")
+    parity.add_argument("result", type=Path, help="bench/out/long_document_parity_*.json")
+    for measured in (ratio, peak, memory, parity):
         measured.add_argument("--table", required=True)
         measured.add_argument("--system", required=True)
         measured.add_argument("--command", dest="run_command", required=True)
@@ -509,9 +539,10 @@ def main() -> int:
         r = serving_record(result, args.table, args.system, args.run_command, args.note)
         return _write(r, args.id)
 
-    if args.command in ("headline", "peak", "memory"):
+    if args.command in ("headline", "peak", "memory", "parity"):
         result = json.loads(args.result.read_text(encoding="utf-8"))
-        maker = {"headline": headline_record, "peak": peak_record, "memory": memory_record}[args.command]
+        makers = {"headline": headline_record, "peak": peak_record, "memory": memory_record, "parity": parity_record}
+        maker = makers[args.command]
         extra = {"case": args.case, "against": args.against} if args.command == "memory" else {}
         r = maker(result, args.table, args.system, args.run_command, args.commit, args.note, **extra)
         return _write(r, args.id)
