@@ -38,7 +38,13 @@ def test_exact_values_on_a_hand_built_case():
     assert m["per_label"]["Term"]["f1"] == 0.0
     assert s["span_macro_f1"] == pytest.approx(0.3333, abs=1e-4)
     assert m["length_buckets"] == [{"words": "3-5", "gold": 2, "recall": 0.5, "jaccard_recall": 1.0}]
-    assert m["counts"] == {"documents": 1, "gold_spans": 2, "predicted_spans": 3, "unlocated_predictions": 0}
+    assert m["counts"] == {
+        "documents": 1,
+        "gold_spans": 2,
+        "predicted_spans": 3,
+        "unlocated_predictions": 0,
+        "spans_without_content": 0,
+    }
 
 
 def test_label_must_match():

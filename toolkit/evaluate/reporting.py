@@ -8,6 +8,7 @@ from pathlib import Path
 from toolkit.data.jsonl import write_jsonl
 from toolkit.data.schema import SpanRecord
 from toolkit.rundir import REPORT_FILE, Metrics, write_metrics_file
+from toolkit.spans.content import drop_contentless
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.error_analysis import KINDS
 
@@ -48,8 +49,14 @@ def metric_name(key: str) -> str:
 def write_predictions(
     path: Path, records: Sequence[SpanRecord], predictions: Sequence[Sequence[PredictedSpan]]
 ) -> None:
+    """Each record's predicted spans, those without a word left out (as predict and the service leave them out;
+    the scorer counts them)."""
     write_jsonl(
-        path, ({"id": r.id, "spans": [p.to_dict(r.text) for p in preds]} for r, preds in zip(records, predictions))
+        path,
+        (
+            {"id": r.id, "spans": [p.to_dict(r.text) for p in drop_contentless(r.text, preds)[0]]}
+            for r, preds in zip(records, predictions)
+        ),
     )
 
 
