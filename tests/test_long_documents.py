@@ -29,8 +29,17 @@ def _same_windows(a, b) -> None:
         assert [w is None for w in x.word_ids] == [w is None for w in y.word_ids]
 
 
-@pytest.mark.parametrize("name", ["encoder", "decoder"])
-@pytest.mark.parametrize(("max_length", "stride"), [(128, 32), (24, 6), (512, 0)])
+@pytest.mark.parametrize(
+    ("name", "max_length", "stride"),
+    [
+        ("encoder", 128, 32),
+        ("decoder", 24, 6),
+        pytest.param("encoder", 24, 6, marks=pytest.mark.slow),
+        pytest.param("encoder", 512, 0, marks=pytest.mark.slow),
+        pytest.param("decoder", 128, 32, marks=pytest.mark.slow),
+        pytest.param("decoder", 512, 0, marks=pytest.mark.slow),
+    ],
+)
 def test_streamed_windows_are_the_tokenizers_overflow_windows(name, max_length, stride):
     tokenizer = load_tokenizer(default_encoder() if name == "encoder" else default_decoder())
     for text in (PART, "", "   \n ", "one"):
@@ -52,7 +61,7 @@ def _logits(windows, outputs: int, seed: int, inside_bias: float) -> list[np.nda
 
 @pytest.mark.parametrize("multi_label", [False, True])
 @pytest.mark.parametrize("decoding", ["argmax", "viterbi"])
-@pytest.mark.parametrize("group", [1, 2, 5])
+@pytest.mark.parametrize("group", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow)])
 def test_streamed_spans_equal_the_whole_documents(multi_label, decoding, group):
     tokenizer = load_tokenizer(default_encoder())
     space = LabelSpace(("Parties", "Term", "Notice"), multi_label=multi_label, decoding=decoding)
