@@ -667,7 +667,15 @@ def test_a_client_that_disconnects_does_not_keep_the_model_busy(tiny_mlm_artifac
         time.sleep(3)
         assert _post_raw(server.url, text)[0] == 200
     lines = log.read_text(errors="replace")
-    assert "client gone before its turn, not run" in lines or "client disconnected while it waited" in lines
+    assert any(
+        gone in lines
+        for gone in (
+            "client gone before its turn, not run",
+            "client disconnected while it waited",
+            "client disconnected before its body was read",
+        )
+    )
+    assert "no answer" not in lines
 
 
 @pytest.mark.slow

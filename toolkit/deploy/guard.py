@@ -26,6 +26,7 @@ from toolkit.rundir import MANIFEST as MANIFEST_FILE
 # GET / is this page, served by RequestGuard ahead of BentoML's own index (which it would otherwise be).
 PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8")
 OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/docs", "/docs.json")
+GONE = object()  # what the guard returns when the client left before its body was read
 # Prometheus' series name the labels and count requests and rejections: behind the key when one is set,
 # unless TOOLKIT_OPEN_METRICS says a scraper that cannot send it must reach them.
 METRICS_PATH = "/metrics"
@@ -251,7 +252,9 @@ class RequestGuard:
             return await send(message)
 
         try:
-            return await self._guard(scope, receive, send_with_id, path, method, headers)
+            if await self._guard(scope, receive, send_with_id, path, method, headers) is GONE:
+                status["code"] = 499  # logged as what it is, not as a request left without an answer
+            return None
         except Exception as exc:
             if "code" in status:
                 raise  # the answer is under way: nothing better can be sent, and the server logs it
@@ -304,10 +307,12 @@ class RequestGuard:
         # Every body is read here, at most the limit and within the time bound, then replayed: a body that never
         # arrives holds no worker past body_timeout_seconds, whichever path it was sent to.
         body, more = b"", True
-        deadline = time.monotonic() + self.settings.body_timeout_seconds
+        deadline = asyncio.get_running_loop().time() + self.settings.body_timeout_seconds
         while more:
             try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+                # In this task, not wait_for's: a body already whole is read before a close that follows it.
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
             except TimeoutError:
                 got, seconds = len(body), self.settings.body_timeout_seconds
                 return await error(
@@ -317,7 +322,9 @@ class RequestGuard:
                     headers={"Connection": "close"},
                 )(scope, receive, send)
             if message["type"] == "http.disconnect":
-                return None
+                log.info("request %s: client disconnected before its body was read", REQUEST_ID.get())
+                count_rejection(499)
+                return GONE
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > limit:
