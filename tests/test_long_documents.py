@@ -92,10 +92,29 @@ def test_a_span_longer_than_the_pending_bound_is_cut_and_counted():
     assert cut[0].start == whole[0].start and cut[-1].end == whole[0].end
 
 
-def test_a_tagger_reads_long_documents_in_groups_with_the_same_answer(tiny_mlm_run):
+def _untrained(tiny_bert, cls, **meta):
+    """A predictor over the tiny BERT with a freshly initialised head: no training, so no fixture run. Its
+    scores are arbitrary but fixed, which is all an equality of two reading paths needs."""
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    from toolkit.pretrained import load_tokenizer
+    from toolkit.rundir import ModelMeta
+
+    meta = ModelMeta(max_length=64, stride=16, **meta)
+    if cls.__name__ == "Tagger":
+        outputs = 3 * len(meta.labels) if meta.multi_label else 2 * len(meta.labels) + 1
+    else:  # a segment model: one logit per label
+        outputs = len(meta.labels)
+    torch.manual_seed(0)
+    model = AutoModelForTokenClassification.from_pretrained(tiny_bert, num_labels=outputs)
+    return cls(model, load_tokenizer(str(tiny_bert)), meta)
+
+
+def test_a_tagger_reads_long_documents_in_groups_with_the_same_answer(tiny_bert):
     from toolkit.infer.tagger import Tagger
 
-    tagger = Tagger.load(tiny_mlm_run)
+    tagger = _untrained(tiny_bert, Tagger, labels=["Parties", "Term"], multi_label=True)
     texts = [PART, sample_texts()[0], PART[:8_000]]
     # One window per forward pass: under PyTorch a window's logits move in the last bits with its batch's
     # padding, and groups batch other neighbours than the whole documents do.
@@ -120,12 +139,11 @@ def test_segment_inputs_stream_as_the_whole_document_makes_them():
 
 
 @pytest.mark.parametrize("encoder_input", ["windows", "segments"])
-def test_a_segment_model_reads_long_documents_in_groups_with_the_same_answer(tiny_segment_run, encoder_input):
+def test_a_segment_model_reads_long_documents_in_groups_with_the_same_answer(tiny_bert, encoder_input):
     from toolkit.infer.segmenter import SegmentClassifier
 
-    classifier = SegmentClassifier.load(tiny_segment_run.run_dir)
-    if encoder_input == "segments":
-        classifier.meta = classifier.meta.model_copy(update={"segment_tokens": 12, "context_tokens": 4})
+    inputs = {"segment_tokens": 12, "context_tokens": 4} if encoder_input == "segments" else {}
+    classifier = _untrained(tiny_bert, SegmentClassifier, task="segment_classification", labels=["A", "B"], **inputs)
     texts = [PART, sample_texts()[0], PART.replace("\n", " ")[:12_000]]
     # A threshold low enough that runs span many segments, and every seam cuts through some; one window per
     # forward pass, as in the tagger's test.
