@@ -211,7 +211,7 @@ def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(
 )
 def test_a_prediction_row_is_written_a_span_at_a_time_as_encode_row_writes_it(doc_id, text, source):
     from toolkit.data.documents import InputDocument
-    from toolkit.infer.rows import encode_row, prediction_row, read_prediction_head
+    from toolkit.infer.rows import PredictionRow, encode_row
     from toolkit.spans.decoding import PredictedSpan
 
     doc = InputDocument(doc_id, text, source, {"line": 3, "meta": {"nested": '"meta": 1'}})
@@ -225,9 +225,9 @@ def test_a_prediction_row_is_written_a_span_at_a_time_as_encode_row_writes_it(do
             "meta": {"source": source, **doc.meta, "model": "m"},
         }
     )
-    row = prediction_row(doc, spans, "m")
-    assert row == expected
-    assert read_prediction_head(row) == (doc_id, {"source": source, **doc.meta, "model": "m"})
+    row = PredictionRow(doc, spans, "m")
+    assert str(row) == expected
+    assert row.key == (source, doc_id) and row.meta == {"source": source, **doc.meta, "model": "m"}
     # Escaped a slice at a time, as OUT's line is written: the same characters.
     from toolkit.infer import rows
 
@@ -265,15 +265,17 @@ def test_a_row_that_fails_part_way_leaves_out_no_torn_line(tmp_path):
 
 def test_a_prediction_row_leaves_out_spans_without_a_word_and_says_how_many():
     from toolkit.data.documents import InputDocument
-    from toolkit.infer.rows import prediction_row
+    from toolkit.infer.rows import PredictionRow
     from toolkit.spans.decoding import PredictedSpan
 
     text = "Either party may terminate. ."
     row = json.loads(
-        prediction_row(
-            InputDocument("d", text, "in.txt"),
-            [PredictedSpan(0, 27, "Termination", 0.9), PredictedSpan(28, 29, "Notice Period", 0.5)],
-            "m",
+        str(
+            PredictionRow(
+                InputDocument("d", text, "in.txt"),
+                [PredictedSpan(0, 27, "Termination", 0.9), PredictedSpan(28, 29, "Notice Period", 0.5)],
+                "m",
+            )
         )
     )
     assert [s["text"] for s in row["spans"]] == ["Either party may terminate."]

@@ -15,7 +15,6 @@ from toolkit.infer import load_predictor, predict_with_report
 from toolkit.infer.decisions import SegmentDecisions
 from toolkit.rundir import PREDICTIONS_FILE, open_run, records_for
 from toolkit.scoring import SCORING
-from toolkit.spans.content import drop_contentless
 
 
 def evaluate_run(
@@ -53,7 +52,6 @@ def evaluate_run(
         predictions, unlocated, timing = predict_with_report(predictor, texts)
         ranking = ranking_metrics(texts, golds, predictions, run.labels, jaccard, bootstrap, 0)
     metrics = score(texts, golds, predictions, tolerances, jaccard, bootstrap, 0, unlocated)  # counts the contentless
-    predictions = [drop_contentless(t, p)[0] for t, p in zip(texts, predictions)]  # as predict and the service
     metrics["ranking"] = ranking
     out = out or Path(path) / "eval" / resolve_data_path(data).stem
     extra = {

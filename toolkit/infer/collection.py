@@ -21,18 +21,15 @@ from toolkit.data.documents import count_documents, display_name, list_sources
 from toolkit.errors import ToolkitError
 from toolkit.infer.rows import (
     CHARS_PER_SLOT,
-    PREDICTION_HEAD,
     PredictionRow,
     batched_rows,
     encode_row,
     extract_file,
     failure_row,
     model_id_of,
-    read_prediction_head,
 )
 
 FORMATS = ("spans", "labelstudio")
-WRITE_CHARS = 1 << 20
 
 
 def local_rows(model: Path, files: list[Path], done: frozenset, batch_size: int) -> Iterator[str]:
@@ -201,17 +198,6 @@ class PredictionSink:
                 self.predicted += 1
                 return {"id": row.doc.id, "meta": row.meta}
             row = str(row)
-        head = read_prediction_head(row)
-        if head is not None and (head[1]["source"], head[0]) not in self.done:
-            # From Ray: the line as written is the row less its kind, its text and spans not parsed again.
-            self.done.add((head[1]["source"], head[0]))
-            self._out.write("{")
-            for lo in range(len(PREDICTION_HEAD), len(row), WRITE_CHARS):  # slices: a long row is not copied whole
-                self._out.write(row[lo : lo + WRITE_CHARS])
-            self._out.write("\n")
-            self._out.flush()
-            self.predicted += 1
-            return {"id": head[0], "meta": head[1]}
         obj = json.loads(row)
         kind = obj.pop("kind")
         if kind == "prediction":

@@ -100,7 +100,6 @@ def predict_rows(
     ]
 
 
-PREDICTION_HEAD = '{"kind": "prediction", '
 _NOT_UTF8 = re.compile("[\ud800-\udfff]")  # lone surrogates: the only str that UTF-8 cannot encode
 ESCAPE_CHARS = 1 << 20  # text escaped a slice at a time
 
@@ -145,22 +144,6 @@ class PredictionRow:
 
     def __str__(self) -> str:
         return "".join(self.pieces())
-
-
-def prediction_row(d: InputDocument, spans: Sequence[PredictedSpan], model_id: str, spans_cut: int = 0) -> str:
-    """`encode_row` of {kind, id, text, spans, meta}, as one string (`PredictionRow` writes it in pieces)."""
-    return str(PredictionRow(d, spans, model_id, spans_cut))
-
-
-def read_prediction_head(row: str) -> tuple[str, dict] | None:
-    """(id, meta) of a prediction row made by `prediction_row`, read without parsing its text and spans; None
-    for any other row. Inside JSON strings every quote is escaped, so the first `"meta": ` is the key."""
-    if not row.startswith(PREDICTION_HEAD + '"id": '):
-        return None
-    decoder = json.JSONDecoder()
-    doc_id, _ = decoder.raw_decode(row, len(PREDICTION_HEAD) + len('"id": '))
-    meta, _ = decoder.raw_decode(row, row.index('"meta": ') + len('"meta": '))
-    return doc_id, meta
 
 
 # Text per model call, in characters per document slot: about one 256-token window of English. A call

@@ -16,7 +16,7 @@ import numpy as np
 
 from toolkit.infer.decisions import SegmentDecisions, SegmentScores
 from toolkit.infer.linear import LinearSegmentClassifier, segment_inputs
-from toolkit.infer.tagger import Tagger
+from toolkit.infer.tagger import Tagger, new_tally
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.segment_decoding import (
@@ -135,7 +135,7 @@ class SegmentClassifier(SegmentDecisions, Tagger):
 
     def predict_long(self, text: str, batch_size: int = 16, tally: dict | None = None) -> list[PredictedSpan]:
         """One long document's spans (what `predict` gives), in memory bounded by `group_windows`."""
-        tally = {"windows": 0, "tokens": 0, "forced_cuts": 0} if tally is None else tally
+        tally = new_tally() if tally is None else tally
         groups = self.scored_groups(self.long_windows(text), batch_size, tally)
         spans, forced = merge_stream(
             text, groups, self.labels, self.thresholds, self.block_scorer(text), self.chunk_chars
@@ -176,7 +176,7 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         for k, i in enumerate(short):
             segments[i], probabilities[i] = part.segments[k], part.probabilities[k]
             starts[i] = None if part.starts is None else part.starts[k]
-        tally = {"windows": 0, "tokens": 0, "forced_cuts": 0}
+        tally = new_tally()
         for i in sorted(long):
             groups = self.scored_groups(self.long_windows(texts[i]), batch_size, tally)
             segments[i], probabilities[i], starts[i] = score_stream(

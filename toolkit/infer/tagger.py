@@ -126,13 +126,12 @@ class Tagger:
     def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
         start = time.perf_counter()
         short = [i for i, t in enumerate(texts) if len(t) <= self.long_document_chars]
-        windows = self.windows([texts[i] for i in short])
+        short_texts = [texts[i] for i in short]
+        windows = self.windows(short_texts)
         spans: list[list[PredictedSpan] | None] = [None] * len(texts)
-        for i, doc_spans in zip(
-            short, self.decode([texts[i] for i in short], windows, self.logits(windows, batch_size))
-        ):
+        for i, doc_spans in zip(short, self.decode(short_texts, windows, self.logits(windows, batch_size))):
             spans[i] = doc_spans
-        streamed = {"windows": 0, "tokens": 0, "forced_cuts": 0}
+        streamed = new_tally()
         cut: dict[int, int] = {}
         for i in (i for i, t in enumerate(texts) if len(t) > self.long_document_chars):
             before = streamed["forced_cuts"]
@@ -160,11 +159,11 @@ class Tagger:
         for group in groups_of(windows, self.group_windows):
             tally["windows"] += len(group)
             tally["tokens"] += sum(len(w.input_ids) for w in group)
-            yield list(group), self.logits(group, batch_size)
+            yield group, self.logits(group, batch_size)
 
     def predict_long(self, text: str, batch_size: int = 16, tally: dict | None = None) -> list[PredictedSpan]:
         """One long document's spans (what `predict` gives), in memory bounded by `group_windows`."""
-        tally = {"windows": 0, "tokens": 0, "forced_cuts": 0} if tally is None else tally
+        tally = new_tally() if tally is None else tally
         spans, forced = decode_stream(text, self.scored_groups(self.long_windows(text), batch_size, tally), self.space)
         tally["forced_cuts"] += forced
         return spans
@@ -180,3 +179,8 @@ class Tagger:
             "autocast": self.autocast,
         }
         return report
+
+
+def new_tally() -> dict:
+    """What reading long documents counts: windows, tokens, and spans cut at the memory bound."""
+    return {"windows": 0, "tokens": 0, "forced_cuts": 0}

@@ -35,6 +35,7 @@ from toolkit.spans.decoding import (
     stitch_windows,
 )
 from toolkit.spans.label_space import LabelSpace
+from toolkit.spans.segment_windows import special_tokens_around
 from toolkit.spans.windows import Window
 
 # Characters tokenized per call: a few hundred windows' worth of text.
@@ -104,21 +105,11 @@ def count_tokens(tokenizer, text: str, chunk_chars: int = CHUNK_CHARS) -> int:
     return sum(piece.ids.size for piece in token_pieces(tokenizer, text, chunk_chars))
 
 
-def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
-    """The special token ids the tokenizer puts before and after a window's content."""
-    enc = tokenizer("a", return_special_tokens_mask=True)
-    mask = list(enc["special_tokens_mask"])
-    ids = list(enc["input_ids"])
-    first = mask.index(0)
-    last = len(mask) - 1 - mask[::-1].index(0)
-    return ids[:first], ids[last + 1 :]
-
-
 def stream_windows(
     tokenizer, text: str, max_length: int, stride: int, doc: int = 0, chunk_chars: int = CHUNK_CHARS
 ) -> Iterator[Window]:
     """The windows `make_windows(tokenizer, [text], max_length, stride)` makes, one at a time."""
-    before, after = special_tokens(tokenizer)
+    before, after = special_tokens_around(tokenizer)
     room = max_length - len(before) - len(after)
     step = room - stride
     buffered = [np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)]
@@ -134,9 +125,7 @@ def stream_windows(
         )
 
     for piece in token_pieces(tokenizer, text, chunk_chars):
-        buffered = [np.concatenate([buffered[0], piece.ids]), np.concatenate([buffered[1], piece.offsets])] + [
-            np.concatenate([buffered[2], piece.word_ids])
-        ]
+        buffered = [np.concatenate(pair) for pair in zip(buffered, (piece.ids, piece.offsets, piece.word_ids))]
         # A window whose end lies inside what is buffered is not the last: more tokens follow it.
         while start + room < buffered[0].size:
             yield window(start, start + room)
