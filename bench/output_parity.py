@@ -1,18 +1,24 @@
 """Outputs of two revisions at the same seed, compared: a refactor's check that nothing a user sees moved.
 
-    python bench/output_parity.py --base 3c7562d [--head HEAD] [--out /tmp/parity]
+    python bench/output_parity.py --base 3c7562d [--head HEAD] [--out /tmp/parity] [--reuse]
 
-Each revision is checked out into its own worktree and runs, with its own code, the demo recipes
-(`demo_mlm`, `demo_segments_mlm`, `demo_clm`), the segment recipe's linear baseline, `toolkit eval`,
-`toolkit compare`, an ONNX export of the segment run, and the service over that export (one request per
-dev document). Then, per run: predictions.jsonl and hallucinations.jsonl byte for byte, metrics.json
-byte for byte once the fields that measure time or memory are set equal, and the served answers.
-Exit 1 when anything differs.
+Each revision is checked out into its own worktree and runs, with its own code:
+- a run of every task: the demo recipes (`demo_mlm`, `demo_segments_mlm`, `demo_clm`), the segment recipe's
+  linear baseline, and MLM and CLM pre-training on the contract sample;
+- `toolkit eval`, `toolkit compare`, and `toolkit predict` of the MLM run;
+- an export of the MLM run on every path this machine builds (`--windows trained`: fitted windows are chosen
+  by timing), of the segment run and of the CLM run, each followed by `toolkit predict` over the artifact;
+- the service over the segment and the int8 MLM artifacts (one request per dev document).
+
+Then, per output: predictions, hallucinations and saved weights byte for byte; metrics.json, and each
+manifest's parity section, byte for byte once the fields that measure time or memory are set equal; and the
+served answers. Exit 1 when anything differs. `--reuse` keeps a revision's outputs from an earlier call.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -20,7 +26,35 @@ import sys
 from pathlib import Path
 
 RECIPES = ("demo_mlm", "demo_segments_mlm", "demo_clm")
-# Fields of metrics.json that measure this machine, not the model (they differ between any two runs).
+SAMPLE = ("data.train=sample:contracts_train", "data.dev=sample:contracts_dev")
+PRETRAIN = {
+    "pretrain_mlm": ("recipes/cuad_domain_pretrain_mlm.yaml", *SAMPLE, "model.max_length=128"),
+    "pretrain_clm": (
+        "recipes/cuad_domain_pretrain_clm.yaml",
+        *SAMPLE,
+        "data.max_train_docs=8",
+        "data.max_dev_docs=4",
+        "model.max_length=128",
+    ),
+}
+# Every path of `toolkit export`; a path this machine cannot build is skipped in both revisions alike.
+PATHS = (
+    "onnx_fp32",
+    "onnx_fused",
+    "onnx_int8",
+    "pytorch_fp32",
+    "pytorch_bf16",
+    "openvino_fp32",
+    "openvino_bf16",
+    "openvino_int8",
+    "openvino_int8_bf16",
+)
+EXPORTS = {f"mlm_{p}": ("demo_mlm", p) for p in PATHS} | {
+    "seg_onnx_fp32": ("demo_segments_mlm", "onnx_fp32"),
+    "clm_onnx_fp32": ("demo_clm", "onnx_fp32"),
+}
+SERVED = ("seg_onnx_fp32", "mlm_onnx_int8")
+# Fields that measure this machine, not the model (they differ between any two runs).
 MEASURED = {
     "train_seconds",
     "train_step_seconds",
@@ -34,6 +68,11 @@ MEASURED = {
     "generated_tokens_per_second",
     "generation_seconds_per_document",
     "selector_seconds",
+    "docs_per_second",
+    "chars_per_second",
+    "export_seconds",
+    "created",
+    "conditions",
 }
 SERVE = """
 import json, sys
@@ -42,9 +81,10 @@ from toolkit.data.records import load_records
 from toolkit.deploy.launch import Server
 out = Path(sys.argv[1])
 texts = [r.text for r in load_records("sample:contracts_dev", None)]
-with Server(out / "art_seg", port=int(sys.argv[2])) as server:
-    answers = [server.post("/extract", {"texts": [t]}) for t in texts]
-(out / "served.json").write_text(json.dumps(answers, indent=1))
+for port, name in enumerate(sys.argv[3:], start=int(sys.argv[2])):
+    with Server(out / "exports" / name, port=port) as server:
+        answers = [server.post("/extract", {"texts": [t]}) for t in texts]
+    (out / f"served_{name}.json").write_text(json.dumps(answers, indent=1))
 """
 
 
@@ -62,36 +102,32 @@ def run_revision(repo: Path, rev: str, out: Path, port: int) -> None:
             raise SystemExit(f"{rev}: toolkit {' '.join(args)} failed; see {out / log}.log")
         return done.returncode
 
-    runs = out / "runs"
+    runs, dev = out / "runs", "sample:contracts_dev"
     for name in RECIPES:
         toolkit("run", f"recipes/{name}.yaml", f"output_dir={runs}", "--overwrite", log=name)
     # The linear baseline: `--linear-baseline` since the task registry, `model.name=linear` before it.
     segments = ("run", "recipes/demo_segments_mlm.yaml", f"output_dir={runs}", "--overwrite", "name=demo_linear")
     if toolkit(*segments, "--linear-baseline", log="linear", check=False):
         toolkit(*segments, "model.name=linear", log="linear")
+    for name, (recipe, *overrides) in PRETRAIN.items():
+        toolkit("run", recipe, *overrides, f"output_dir={runs}", f"name={name}", "--overwrite", log=name)
+    toolkit("eval", str(runs / "demo_mlm"), "--data", dev, "--out", str(out / "eval_mlm"), log="eval")
     toolkit(
-        "eval", str(runs / "demo_mlm"), "--data", "sample:contracts_dev", "--out", str(out / "eval_mlm"), log="eval"
-    )
-    toolkit(
-        "compare",
-        str(runs / "demo_mlm"),
-        str(runs / "demo_segments_mlm"),
-        "--data",
-        "sample:contracts_dev",
-        "--out",
-        str(out / "compare"),
-        log="compare",
-    )
-    toolkit(
-        "export",
-        str(runs / "demo_segments_mlm"),
-        "--out",
-        str(out / "art_seg"),
-        "--precision",
-        "onnx_fp32",
-        log="export",
-    )
-    subprocess.run([sys.executable, "-c", SERVE, str(out), str(port)], cwd=tree, env=env, check=True)
+        "compare", str(runs / "demo_mlm"), str(runs / "demo_segments_mlm"), "--data", dev, "--out",
+        str(out / "compare"), log="compare",
+    )  # fmt: skip
+    toolkit("predict", str(runs / "demo_mlm"), dev, "--out", str(out / "predict" / "run_mlm.jsonl"), log="predict")
+    for name, (run, path) in EXPORTS.items():
+        art = out / "exports" / name
+        args = ("export", str(runs / run), "--out", str(art), "--precision", path, "--windows", "trained")
+        if toolkit(*args, log=f"export_{name}", check=False):
+            (out / "exports").mkdir(exist_ok=True)
+            (out / "exports" / f"{name}.skipped").write_text((out / f"export_{name}.log").read_text()[-2000:])
+            continue
+        toolkit("predict", str(art), dev, "--out", str(out / "predict" / f"{name}.jsonl"), log=f"predict_{name}")
+    served = [name for name in SERVED if (out / "exports" / name).is_dir()]
+    subprocess.run([sys.executable, "-c", SERVE, str(out), str(port), *served], cwd=tree, env=env, check=True)
+    (out / "done").write_text(rev)
 
 
 def without_measures(value):
@@ -102,10 +138,22 @@ def without_measures(value):
     return value
 
 
+def _same_json(a: Path, b: Path, part: str | None = None) -> bool:
+    ma, mb = json.loads(a.read_text()), json.loads(b.read_text())
+    if part:
+        ma, mb = ma.get(part), mb.get(part)
+    return json.dumps(without_measures(ma), indent=2) == json.dumps(without_measures(mb), indent=2)
+
+
+def _digest(folder: Path) -> str:
+    files = sorted(p for p in folder.glob("*.safetensors"))
+    return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest() if files else ""
+
+
 def compare_outputs(base: Path, head: Path) -> list[str]:
-    """One line per file compared: 'same' or what differs."""
+    """One line per output compared: 'same' or what differs."""
     lines = []
-    places = [f"runs/{name}" for name in (*RECIPES, "demo_linear")] + ["eval_mlm"]
+    places = [f"runs/{name}" for name in (*RECIPES, "demo_linear", *PRETRAIN)] + ["eval_mlm"]
     for place in places:
         for name in ("predictions.jsonl", "hallucinations.jsonl", "metrics.json"):
             a, b = base / place / name, head / place / name
@@ -114,15 +162,33 @@ def compare_outputs(base: Path, head: Path) -> list[str]:
             if not (a.is_file() and b.is_file()):
                 lines.append(f"{place}/{name}: only in {'base' if a.is_file() else 'head'}")
             elif name == "metrics.json":
-                ma, mb = json.loads(a.read_text()), json.loads(b.read_text())
-                same = json.dumps(without_measures(ma), indent=2) == json.dumps(without_measures(mb), indent=2)
+                same = _same_json(a, b)
                 lines.append(f"{place}/{name}: {'same bytes but measured time and memory' if same else 'DIFFERENT'}")
             else:
                 lines.append(f"{place}/{name}: {'same bytes' if a.read_bytes() == b.read_bytes() else 'DIFFERENT'}")
-    served_a, served_b = json.loads((base / "served.json").read_text()), json.loads((head / "served.json").read_text())
-    ok = all(status == 200 for status, _ in served_a + served_b)
-    spans = [answer["results"] for _, answer in served_a] == [answer["results"] for _, answer in served_b]
-    lines.append(f"served answers ({len(served_a)} requests): {'same spans' if ok and spans else 'DIFFERENT'}")
+        if (base / place / "model").is_dir():
+            same = _digest(base / place / "model") == _digest(head / place / "model")
+            lines.append(f"{place}/model weights: {'same bytes' if same else 'DIFFERENT'}")
+    for name in EXPORTS:
+        a, b = base / "exports" / name, head / "exports" / name
+        if not a.is_dir() or not b.is_dir():
+            skipped = a.with_suffix(".skipped").is_file() and b.with_suffix(".skipped").is_file()
+            lines.append(f"export {name}: {'skipped in both' if skipped else 'DIFFERENT (built in one only)'}")
+            continue
+        same = _same_json(a / "manifest.json", b / "manifest.json", "parity")
+        lines.append(f"export {name} manifest parity: {'same but measured' if same else 'DIFFERENT'}")
+        pa, pb = base / "predict" / f"{name}.jsonl", head / "predict" / f"{name}.jsonl"
+        lines.append(f"predict {name}: {'same bytes' if pa.read_bytes() == pb.read_bytes() else 'DIFFERENT'}")
+    a, b = base / "predict" / "run_mlm.jsonl", head / "predict" / "run_mlm.jsonl"
+    lines.append(f"predict run_mlm: {'same bytes' if a.read_bytes() == b.read_bytes() else 'DIFFERENT'}")
+    for name in SERVED:
+        fa, fb = base / f"served_{name}.json", head / f"served_{name}.json"
+        if not fa.is_file() and not fb.is_file():
+            continue
+        served_a, served_b = json.loads(fa.read_text()), json.loads(fb.read_text())
+        ok = all(status == 200 for status, _ in served_a + served_b)
+        spans = [answer["results"] for _, answer in served_a] == [answer["results"] for _, answer in served_b]
+        lines.append(f"served {name} ({len(served_a)} requests): {'same spans' if ok and spans else 'DIFFERENT'}")
     return lines
 
 
@@ -131,16 +197,26 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="the revision before the change")
     parser.add_argument("--head", default="HEAD", help="the revision after it")
     parser.add_argument("--out", type=Path, default=Path("/tmp/output_parity"))
+    parser.add_argument("--reuse", action="store_true", help="keep a revision's outputs from an earlier call")
+    parser.add_argument("--only", choices=("base", "head"), help="run one revision (then compare when both exist)")
     args = parser.parse_args()
     repo = Path(__file__).resolve().parent.parent
+    revs = [(args.base, 3321), (args.head, 3322)]
+    if args.only:
+        revs = [revs[0] if args.only == "base" else revs[1]]
     try:
-        for rev, port in ((args.base, 3321), (args.head, 3322)):
-            run_revision(repo, rev, args.out / rev, port)
+        for rev, port in revs:
+            if not (args.reuse and (args.out / rev / "done").is_file()):
+                subprocess.run(["rm", "-rf", str(args.out / rev)], check=True)
+                (args.out / rev).mkdir(parents=True)
+                run_revision(repo, rev, args.out / rev, port)
     finally:
-        for rev in (args.base, args.head):
+        for rev, _ in revs:
             subprocess.run(
                 ["git", "-C", str(repo), "worktree", "remove", "--force", str(args.out / rev / "tree")], check=False
             )
+    if not all((args.out / rev / "done").is_file() for rev in (args.base, args.head)):
+        return
     lines = compare_outputs(args.out / args.base, args.out / args.head)
     print("\n".join(lines))
     sys.exit(1 if any("DIFFERENT" in line or "only in" in line for line in lines) else 0)
