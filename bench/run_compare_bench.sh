@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MLM vs CLM with `toolkit compare` (needs ../shared/data and the MLM bench runs of
-# bench/run_mlm_bench.sh). CLM runs are sized for 2 CPU cores; record the compared runs with bench/results.py record.
+# bench/run_mlm_bench.sh). CLM runs are sized for 2 CPU cores; record the compared runs with scripts/results.py record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=.venv/bin/toolkit

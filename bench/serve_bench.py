@@ -53,7 +53,7 @@ def latency_stats(seconds: list[float]) -> dict:
 
 
 def f1_of(records, predictions) -> float:
-    from toolkit.evaluate.metrics import score
+    from toolkit.evaluate.scorer import score
 
     return round(
         score([r.text for r in records], [r.spans for r in records], predictions, bootstrap=0)["summary"]["span_f1"], 4
@@ -77,7 +77,7 @@ def bench_models(run: Path, data: str, max_docs: int | None, repeat: int) -> dic
     from transformers import AutoModelForTokenClassification, pipeline
 
     from toolkit.infer.tagger import Tagger
-    from toolkit.pretrained import load_tokenizer
+    from toolkit.models.pretrained import load_tokenizer
     from toolkit.rundir import open_run, records_for
 
     records = records_for(open_run(run), data, max_docs)
@@ -163,7 +163,7 @@ def bench_headline(run: Path, data: str, max_docs: int | None, rounds: int, inte
     from transformers import AutoModelForTokenClassification, pipeline
 
     from toolkit.infer.tagger import Tagger
-    from toolkit.pretrained import load_tokenizer
+    from toolkit.models.pretrained import load_tokenizer
     from toolkit.rundir import open_run, records_for
 
     records = records_for(open_run(run), data, max_docs)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolkit.config import load_recipe  # noqa: E402
 from toolkit.hardware import benchmark_header  # noqa: E402
+from toolkit.registry.recipes import load_recipe  # noqa: E402
 from toolkit.tasks import flow_for  # noqa: E402
 
 

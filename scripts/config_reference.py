@@ -1,4 +1,4 @@
-"""Write docs/reference/config.md from the recipe models themselves (toolkit/registry, toolkit/sections.py)
+"""Write docs/reference/config.md from the recipe models themselves (toolkit/registry, toolkit/registry/sections.py)
 and the service's settings (toolkit/deploy/guard.py): every section and key of every task, with its type,
 default, allowed values and description, so the reference cannot drift from what `toolkit run` accepts.
 

@@ -48,14 +48,14 @@ def invoke(args: list, columns: int = 80):
 
     from click.testing import CliRunner
 
-    from toolkit import cli
+    from toolkit.cli import common
 
-    widths, argv = (cli.console.width, cli.err_console.width), sys.argv
-    cli.console.width = cli.err_console.width = columns
+    widths, argv = (common.console.width, common.err_console.width), sys.argv
+    common.console.width = common.err_console.width = columns
     try:
         return CliRunner().invoke(_ToolkitMain(), [str(a) for a in args])
     finally:
-        (cli.console.width, cli.err_console.width), sys.argv = widths, argv
+        (common.console.width, common.err_console.width), sys.argv = widths, argv
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def tiny_llama(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_mlm_run(tiny_bert, tmp_path_factory) -> Path:
     """A tiny multi-label tagger trained to F1 1.0 on five clinical sample documents (a few seconds)."""
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("tiny_mlm_run")
@@ -149,7 +149,7 @@ CLM = [
 def tiny_clm_run(tiny_llama, tmp_path_factory) -> Path:
     """The tiny decoder trained on two clinical sample documents (CLM): trained once, read by the tests of its
     results and of its export."""
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("tiny_clm_run")
@@ -170,7 +170,7 @@ def tiny_mlm_artifact(tiny_mlm_run, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_segment_run(tiny_bert, tmp_path_factory):
     """A tiny segment model fitted to six contract sample documents (scored on them: a few seconds)."""
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("segments")

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolkit.data.schema import Span
-from toolkit.pretrained import load_tokenizer
+from toolkit.models.pretrained import load_tokenizer
 from toolkit.spans.alignment import IGNORE, flat_targets, multi_label_targets, representable
 from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace, flat_tags

@@ -1,12 +1,16 @@
 """The package's import graph: no cycles between modules or between subpackages, pure layers stay
-pure, no module imports a training flow (flows are reached through the registry), and no module
-outside the registry branches on a task's name (it asks the task's `Task` instead)."""
+pure, no module imports a training flow (flows are reached through the registry), no module
+outside the registry branches on a task's name (it asks the task's `Task` instead), and none outside the
+export-path and runtime registries branches on a path's or a runtime's name (it asks the `ExportPath` or
+`Runtime`)."""
 
 import ast
 from pathlib import Path
 
 from conftest import REPO
 
+from toolkit.deploy.paths import PATHS
+from toolkit.models.runtimes import RUNTIMES
 from toolkit.registry import TASK_NAMES, TASKS, flow_modules
 
 PACKAGE = REPO / "toolkit"
@@ -14,6 +18,8 @@ PACKAGE = REPO / "toolkit"
 FLOWS = flow_modules()
 # The one package that may name tasks: each task's module and the registry.
 REGISTRY = PACKAGE / "registry"
+# The modules that may name export paths and runtimes: the two registries.
+PATH_REGISTRIES = {PACKAGE / "deploy" / "paths.py", PACKAGE / "models" / "runtimes.py"}
 
 
 def module_name(path: Path) -> str:
@@ -93,13 +99,13 @@ def test_pure_layers_stay_pure():
     graph = import_graph()
     allowed = {
         "toolkit.spans": {"toolkit.spans"},
-        "toolkit.data": {"toolkit.data", "toolkit.spans", "toolkit.errors", "toolkit.pretrained"},
+        "toolkit.data": {"toolkit.data", "toolkit.spans", "toolkit.errors", "toolkit.models.pretrained"},
     }
     for module, deps in graph.items():
         for prefix, ok in allowed.items():
             if module.startswith(prefix):
                 assert {package_of(d) for d in deps} <= ok, f"{module} imports {sorted(deps)}"
-    assert {package_of(d) for d in graph["toolkit.evaluate.metrics"]} <= {"toolkit.spans", "toolkit.scoring"}
+    assert {package_of(d) for d in graph["toolkit.evaluate.scorer"]} <= {"toolkit.spans", "toolkit.scoring"}
     assert graph["toolkit.scoring"] == set()
 
 
@@ -110,10 +116,9 @@ def test_no_module_imports_a_training_flow():
         )
 
 
-def task_name_uses(source: str) -> list[int]:
-    """Lines where code compares with, or looks up by, a task's name or registry key (a string literal
-    equal to one). Docstrings and longer messages that mention a task are not branches."""
-    names = set(TASK_NAMES) | set(TASKS)
+def name_uses(source: str, names: set[str]) -> list[int]:
+    """Lines where code compares with, or looks up by, one of `names` (a string literal equal to one).
+    Docstrings and longer messages that mention one are not branches."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(
@@ -123,6 +128,16 @@ def task_name_uses(source: str) -> list[int]:
                 if isinstance(child, ast.Constant) and child.value in names:
                     found.append(child.lineno)
     return sorted(set(found))
+
+
+def task_name_uses(source: str) -> list[int]:
+    """Lines that branch on a task's name or registry key."""
+    return name_uses(source, set(TASK_NAMES) | set(TASKS))
+
+
+def path_name_uses(source: str) -> list[int]:
+    """Lines that branch on an export path's or a runtime's name."""
+    return name_uses(source, set(PATHS) | set(RUNTIMES))
 
 
 def test_no_module_outside_the_registry_branches_on_a_task_name():
@@ -141,3 +156,22 @@ def test_a_planted_task_branch_is_found():
     )
     assert task_name_uses(planted) == [2, 4]
     assert task_name_uses('"""A span_generation model."""\nMESSAGE = "fine-tune a token_classification recipe"\n') == []
+
+
+def test_no_module_outside_the_export_registries_branches_on_a_path_or_runtime_name():
+    offenders = {
+        str(path.relative_to(REPO)): lines
+        for path in PACKAGE.rglob("*.py")
+        if path not in PATH_REGISTRIES and (lines := path_name_uses(path.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}, f"ask the path's ExportPath or the Runtime instead of naming it: {offenders}"
+
+
+def test_a_planted_export_path_branch_is_found():
+    planted = (
+        'def threads(run):\n    if run.meta.export.runtime == "openvino":\n        return 1\n'
+        '    return {"onnx_int8": 2}.get(run.meta.export.path)\n'
+        'WINDOWED = ("pytorch", "openvino")\n'
+    )
+    assert path_name_uses(planted) == [2, 4, 5]
+    assert path_name_uses('"""An onnx_int8 artifact."""\nHELP = "export with --precision onnx_fp32"\n') == []

@@ -7,9 +7,9 @@ import pytest
 import torch
 from conftest import OVERFIT_FIVE, REPO
 
-from toolkit.attention import CONFIG_KEY, make_bidirectional
-from toolkit.config import load_recipe
 from toolkit.errors import ConfigError, ToolkitError
+from toolkit.models.attention import CONFIG_KEY, make_bidirectional
+from toolkit.registry.recipes import load_recipe
 
 
 def tagger(path, implementation="sdpa"):
@@ -71,7 +71,7 @@ def test_encoders_and_generation_refuse_it(tiny_bert, tiny_llama, tmp_path):
 def test_a_bidirectional_decoder_tagger_trains_reloads_alike_and_exports_in_pytorch(tiny_llama, tmp_path):
     from toolkit.deploy.export import ParityBudgets, export_run
     from toolkit.evaluate.evaluation import evaluate_run
-    from toolkit.infer.backend import load_model_dir
+    from toolkit.models.runtimes import load_model_dir
     from toolkit.tasks import run_recipe
 
     overrides = [
@@ -105,7 +105,7 @@ def test_a_bidirectional_decoder_tagger_trains_reloads_alike_and_exports_in_pyto
 
 def test_gemma3_tags_through_the_same_code(tiny_llama, tmp_path):
     """Gemma 3 text models have no token-classification class in transformers 4.57: the toolkit registers the
-    generic head (toolkit/gemma.py). A tiny random Gemma 3 with the tiny Llama's tokenizer trains, saves and
+    generic head (toolkit/models/gemma.py). A tiny random Gemma 3 with the tiny Llama's tokenizer trains, saves and
     reloads as a bidirectional tagger."""
     from transformers import AutoConfig, AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
 

@@ -3,7 +3,8 @@
 import pytest
 
 from toolkit.data.sample import SAMPLE_FILES
-from toolkit.deploy.export import PATHS, ParityBudgets, export_run
+from toolkit.deploy.export import ParityBudgets, export_run
+from toolkit.deploy.paths import PATHS
 from toolkit.infer import load_predictor
 
 
@@ -77,7 +78,7 @@ def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, expo
     import numpy as np
     import torch
 
-    from toolkit.infer.openvino_model import PAD_MULTIPLE, STATIC_MAX_WIDTH, OpenVINOTokenClassifier
+    from toolkit.models.openvino import PAD_MULTIPLE, STATIC_MAX_WIDTH, OpenVINOTokenClassifier
     from toolkit.rundir import ExportInfo
 
     predictor = load_predictor(exported(path))

@@ -7,6 +7,7 @@ from conftest import invoke
 from toolkit.data.check import run_check
 from toolkit.data.sample import SAMPLE_FILES
 from toolkit.data.stats import TokenOffsets, distribution
+from toolkit.models.pretrained import load_tokenizer
 
 
 def write(path, records):
@@ -58,7 +59,7 @@ def test_token_statistics_with_a_real_fast_tokenizer(tmp_path, tiny_tokenizer_di
             }
         ],
     )
-    r = run_check([f], tokenizer=str(tiny_tokenizer_dir), max_length=6).report
+    r = run_check([f], tokenizer=load_tokenizer(str(tiny_tokenizer_dir)), max_length=6).report
     assert r["doc_tokens"]["max"] == 6
     assert r["span_tokens"]["max"] == 2
     assert r["docs_over_max_length"] == {"count": 1, "ids": ["1"]}  # 6 tokens + [CLS] [SEP] > 6

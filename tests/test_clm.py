@@ -6,19 +6,19 @@ from pathlib import Path
 import pytest
 from conftest import CLM, OVERFIT_FIVE, REPO
 
-from toolkit.config import load_recipe
 from toolkit.data.sample import SAMPLE_DIR
 from toolkit.data.schema import Span, SpanRecord
 from toolkit.evaluate.compare import System, summarize, table_rows
-from toolkit.evaluate.metrics import score
+from toolkit.evaluate.scorer import score
 from toolkit.infer.completions import CompletionSpec
 from toolkit.infer.constrained import LineGrammar
 from toolkit.infer.prompts import GeneratedLine as G
 from toolkit.infer.prompts import build_prompt, build_target, parse_output
 from toolkit.infer.recovery import recover_offsets
-from toolkit.pretrained import load_tokenizer
+from toolkit.models.pretrained import load_tokenizer
+from toolkit.registry.recipes import load_recipe
+from toolkit.registry.sections import GenerationConfig
 from toolkit.rundir import ModelMeta, open_run
-from toolkit.sections import GenerationConfig
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.tasks import plan_recipe, run_recipe
 from toolkit.tasks.features import generation_examples, generation_windows
@@ -181,7 +181,7 @@ def test_lora_clm_trains_adapters_only(tiny_llama, tmp_path):
 
 
 def test_lora_top_layers_adapts_only_the_last_layers(tiny_llama, tmp_path):
-    from toolkit.tasks.models import build_causal_model
+    from toolkit.models.building import build_causal_model
 
     def adapted_layers(top_layers: str) -> set[str]:
         overrides = [

@@ -88,8 +88,8 @@ def test_combined_logits_are_the_sum_or_the_fitted_weights_and_a_zero_weight_ign
 
 
 def test_a_fitted_combination_needs_the_linear_prior_and_held_out_documents():
-    from toolkit.config import load_recipe
     from toolkit.errors import ConfigError
+    from toolkit.registry.recipes import load_recipe
 
     with pytest.raises(ConfigError, match="segments.thresholds=held_out"):
         load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.combination=fitted"])
@@ -100,9 +100,9 @@ def test_a_fitted_combination_needs_the_linear_prior_and_held_out_documents():
 
 
 def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_export_apply_it(tiny_bert, tmp_path):
-    from toolkit.config import load_recipe
     from toolkit.deploy.export import export_run
     from toolkit.infer import load_predictor
+    from toolkit.registry.recipes import load_recipe
     from toolkit.rundir import open_run
     from toolkit.spans.segment_decoding import probability_logit, sigmoid
     from toolkit.tasks import run_recipe
@@ -143,7 +143,7 @@ def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_expo
             assert run.meta.combination[j] == list(LINEAR_ONLY)
 
     # A label left to the linear model decides as the linear baseline does: its threshold out of fold.
-    from toolkit.registry.linear_segments import linear_baseline_of
+    from toolkit.registry.segment_baseline import linear_baseline_of
 
     baseline = run_recipe(linear_baseline_of(recipe.model_copy(update={"name": "fitted"})), tmp_path / "linear")
     baseline_thresholds = list(baseline.metrics["thresholds"].values())
@@ -176,7 +176,7 @@ def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_expo
 
 
 def test_the_linear_baseline_takes_its_suffix_from_a_name_override_as_from_the_file(tmp_path):
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
 
     path = REPO / "recipes" / "demo_segments_mlm.yaml"
     assert load_recipe(path, ["name=mine"], linear_baseline=True).name == "mine_linear"

@@ -3,10 +3,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, invoke
 
-from toolkit.config import load_recipe, recipe_from_dict, with_params
 from toolkit.data.records import resolve_data_path
 from toolkit.errors import ConfigError
 from toolkit.recipes import describe_recipe
+from toolkit.registry.recipes import load_recipe, recipe_from_dict, with_params
 
 MINIMAL = {
     "task": "token_classification",
@@ -187,7 +187,7 @@ def test_task_only_options_are_errors_before_anything_runs(overrides, expected):
 
 def test_the_linear_baseline_is_its_own_recipe():
     from toolkit.registry import task_of
-    from toolkit.registry.linear_segments import linear_baseline_of
+    from toolkit.registry.segment_baseline import linear_baseline_of
 
     segments = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["eval.jaccard_threshold=0.6"])
     linear = linear_baseline_of(segments)

@@ -7,12 +7,12 @@ import sys
 import pytest
 from conftest import OVERFIT_FIVE, REPO
 
-from toolkit.config import load_recipe
 from toolkit.errors import ToolkitError
-from toolkit.evaluate.curves import at_budget, compare_curves, summarize_curves
+from toolkit.evaluate.curve_comparison import at_budget, compare_curves, summarize_curves
+from toolkit.registry.recipes import load_recipe
 from toolkit.rundir import TRAIN_LOG_FILE, read_curve
 from toolkit.tasks import run_recipe
-from toolkit.tasks.curves import CLOCK_FILE
+from toolkit.tasks.learning_curve import CLOCK_FILE
 
 
 def tagger_run(model, out, name, *overrides):
@@ -148,7 +148,7 @@ def test_summarize_curves_reads_each_system_at_its_last_point_within_the_budget(
 def test_a_resumed_run_keeps_its_training_clock(tmp_path):
     from types import SimpleNamespace
 
-    from toolkit.tasks.curves import TrainingClock
+    from toolkit.tasks.learning_curve import TrainingClock
 
     (tmp_path / "checkpoint-5").mkdir()
     (tmp_path / "checkpoint-5" / CLOCK_FILE).write_text(json.dumps({"train_seconds": 12.5, "step": 5}))
@@ -161,7 +161,7 @@ def test_a_resumed_run_keeps_its_training_clock(tmp_path):
 
 
 def test_budget_lr_factor_warms_up_then_decays_to_zero_over_the_budget():
-    from toolkit.tasks.curves import budget_lr_factor
+    from toolkit.tasks.learning_curve import budget_lr_factor
 
     assert budget_lr_factor(0.0, 0.1) == 0.0 and budget_lr_factor(0.05, 0.1) == pytest.approx(0.5)
     assert budget_lr_factor(0.1, 0.1) == pytest.approx(1.0) and budget_lr_factor(0.55, 0.1) == pytest.approx(0.5)
@@ -217,7 +217,7 @@ def test_budget_settings_are_checked_with_their_fix():
 
 
 def test_eval_precision_sets_the_curve_and_final_scoring_precision_and_records_it(tiny_bert, tmp_path):
-    from toolkit.infer.backend import preferred_autocast
+    from toolkit.models.runtimes import preferred_autocast
 
     every = ("train.epochs=2", "train.eval_every=1")
     result = tagger_run(tiny_bert, tmp_path, "bf16_eval", "eval.precision=prefer_bf16", *every)

@@ -26,7 +26,7 @@ def _module(path: Path):
 
 
 config_reference = _module(REPO / "scripts" / "config_reference.py")
-results = _module(REPO / "bench" / "results.py")
+results = _module(REPO / "scripts" / "results.py")
 
 
 def test_the_config_reference_is_what_the_models_give():
@@ -75,7 +75,9 @@ def test_a_key_the_reference_shows_is_one_the_recipe_accepts():
 
 
 def test_the_results_page_and_headline_tables_are_what_the_records_give():
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "results.py"), "page", "--check"], capture_output=True)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "results.py"), "page", "--check"], capture_output=True
+    )
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
 
 

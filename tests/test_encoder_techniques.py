@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from conftest import OVERFIT_FIVE, REPO
 
-from toolkit.config import load_recipe
 from toolkit.data.records import draw_documents, load_records, load_splits
 from toolkit.data.schema import Span
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.evaluate.reporting import error_lines
+from toolkit.registry.recipes import load_recipe
 from toolkit.spans.decoding import decode_flat, decode_multi_label
 from toolkit.spans.error_analysis import analyse_errors
 from toolkit.spans.label_space import LabelSpace, flat_tags
@@ -269,7 +269,7 @@ def test_lora_adapts_attention_projections_where_peft_has_no_default():
     architecture is a config error that asks for model.lora.target_modules (not peft's ValueError)."""
     from types import SimpleNamespace
 
-    from toolkit.tasks.models import default_lora_targets
+    from toolkit.models.building import default_lora_targets
 
     assert default_lora_targets(SimpleNamespace(model_type="bert")) is None  # peft's own default
     assert default_lora_targets(SimpleNamespace(model_type="mpnet")) == ["q", "v"]

@@ -8,8 +8,9 @@ from conftest import REPO, invoke
 from toolkit.deploy.export import ParityBudgets, export_run
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.evaluation import evaluate_run
-from toolkit.evaluate.metrics import score
+from toolkit.evaluate.scorer import score
 from toolkit.infer import load_predictor
+from toolkit.models.runtimes import runtime_of
 from toolkit.rundir import open_run, records_for, sha256_of, verify_artifact
 
 
@@ -139,7 +140,7 @@ def test_cli_export_reports_parity(tiny_mlm_run, tmp_path):
 
 
 def test_lora_run_exports_merged_with_parity(tiny_bert, tmp_path):
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     recipe = load_recipe(
@@ -239,7 +240,7 @@ def test_a_pytorch_artifact_runs_as_exported(tiny_mlm_run, tmp_path):
     )
     assert set(manifest["paths"]) >= {manifest["path"]} and manifest["paths"][manifest["path"]]["chosen"]
     run = open_run(tmp_path / name)
-    assert run.is_artifact and run.runtime == "pytorch" and run.meta.export.path == manifest["path"]
+    assert run.is_artifact and runtime_of(run).name == "pytorch" and run.meta.export.path == manifest["path"]
     tagger = load_predictor(run)
     assert tagger.window_alone and tagger.autocast == ("bfloat16" if name == "bf16" else None)
     records = records_for(run, run.recipe.data.dev, 5)
@@ -261,7 +262,7 @@ def test_a_path_this_machine_cannot_run_is_refused(tiny_mlm_run, tmp_path, monke
 
 
 def test_paths_that_cannot_apply_say_why():
-    from toolkit.deploy.export import unavailable
+    from toolkit.deploy.paths import unavailable
     from toolkit.registry import span_generation, token_classification
 
     cpu, decoder, tagger = {"bf16": True}, span_generation.TASK, token_classification.TASK
@@ -291,7 +292,7 @@ def test_cpu_flags_are_read_from_cpuinfo():
 
 
 def test_window_limits_are_the_positions_and_halfway_there():
-    from toolkit.deploy.export import window_limits
+    from toolkit.deploy.timing import window_limits
 
     assert window_limits(256, 512) == [512, 384]
     assert window_limits(128, 131) == [131, 129]
@@ -301,7 +302,8 @@ def test_window_limits_are_the_positions_and_halfway_there():
 
 def test_windows_sized_to_each_document_are_measured_and_kept_only_within_budget(tiny_mlm_run, tmp_path, monkeypatch):
     import toolkit.deploy.export as export
-    from toolkit.deploy.export import window_limits
+    import toolkit.deploy.timing as timing
+    from toolkit.deploy.timing import window_limits
 
     manifest = export_run(tiny_mlm_run, tmp_path / "measured", precision="fp32", parity_docs=5)
     fitted = manifest["windowing"]["fitted"]
@@ -323,9 +325,9 @@ def test_windows_sized_to_each_document_are_measured_and_kept_only_within_budget
 
     # Made faster (each timing beats the last), within a loose budget: kept, and the artifact reads them.
     calls = iter(range(1, 100))
-    monkeypatch.setattr(
-        export, "_single_document_speeds", lambda ps, t: {n: {"docs_per_second": float(next(calls))} for n in ps}
-    )
+    faster = lambda ps, t: {n: {"docs_per_second": float(next(calls))} for n in ps}  # noqa: E731
+    monkeypatch.setattr(export, "single_document_speeds", faster)
+    monkeypatch.setattr(timing, "single_document_speeds", faster)
     loose = ParityBudgets(max_f1_drop=1.0, max_window_f1_drop=1.0)
     manifest = export_run(tiny_mlm_run, tmp_path / "kept", precision="fp32", parity_docs=5, budgets=loose)
     fitted = manifest["windowing"]["fitted"]

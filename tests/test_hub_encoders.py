@@ -9,8 +9,8 @@ import json
 import pytest
 from conftest import OVERFIT_FIVE, REPO
 
-from toolkit.config import load_recipe
 from toolkit.errors import ToolkitError
+from toolkit.registry.recipes import load_recipe
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def _train(encoder, tmp_path, *extra):
 
 
 def test_the_tokenizers_keep_case_and_give_offsets_on_the_text(cased_bert, tiny_roberta):
-    from toolkit.pretrained import load_tokenizer
+    from toolkit.models.pretrained import load_tokenizer
 
     text = "Aspirin relieved the Migraine in 5-HT patients."
     for path in (cased_bert, tiny_roberta):

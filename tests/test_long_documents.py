@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tiny import sample_texts
 
-from toolkit.pretrained import default_decoder, default_encoder, load_tokenizer
+from toolkit.models.pretrained import default_decoder, default_encoder, load_tokenizer
 from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.streaming import count_tokens, decode_stream, groups_of, stream_windows
@@ -98,7 +98,7 @@ def _untrained(tiny_bert, cls, **meta):
     import torch
     from transformers import AutoModelForTokenClassification
 
-    from toolkit.pretrained import load_tokenizer
+    from toolkit.models.pretrained import load_tokenizer
     from toolkit.rundir import ModelMeta
 
     meta = ModelMeta(max_length=64, stride=16, **meta)
@@ -160,8 +160,8 @@ def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(
     must reach it; clause starts split runs."""
     from conftest import REPO
 
-    from toolkit.config import load_recipe
     from toolkit.infer.segmenter import SegmentClassifier
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     overrides = [

@@ -1,7 +1,7 @@
 import pytest
 
 from toolkit.data.schema import Span
-from toolkit.evaluate.metrics import count_document, jaccard, score, word_set
+from toolkit.evaluate.scorer import count_document, jaccard, score, word_set
 
 TEXT = "The tenant shall pay rent monthly. Either party may terminate."
 
@@ -101,7 +101,7 @@ def test_the_curve_point_and_the_one_pass_seqeval_agree_with_the_full_scorer():
     from seqeval.metrics.v1 import precision_recall_fscore_support
     from seqeval.scheme import IOB2
 
-    from toolkit.evaluate.metrics import point_summary
+    from toolkit.evaluate.scorer import point_summary
 
     texts = ["Acute renal failure and mild renal failure were seen in two patients.", "No disease here at all."]
     golds = [[Span(start=0, end=19, label="D"), Span(start=29, end=42, label="D")], []]
@@ -126,7 +126,7 @@ def test_the_curve_point_and_the_one_pass_seqeval_agree_with_the_full_scorer():
 
 
 def test_a_span_without_a_word_is_not_scored_and_is_counted():
-    from toolkit.evaluate.metrics import score
+    from toolkit.evaluate.scorer import score
     from toolkit.spans.content import drop_contentless, has_content
     from toolkit.spans.decoding import PredictedSpan
 

@@ -6,10 +6,10 @@ import pytest
 from conftest import REPO
 from tiny import sample_texts
 
-from toolkit.config import load_recipe, recipe_from_dict
 from toolkit.data.corpora import TextReport, pack_blocks, read_texts, split_blocks
 from toolkit.errors import ConfigError, DataError
-from toolkit.pretrained import load_tokenizer
+from toolkit.models.pretrained import load_tokenizer
+from toolkit.registry.recipes import load_recipe, recipe_from_dict
 from toolkit.tasks.pretrain import make_blocks, masking_collator
 
 

@@ -5,8 +5,8 @@ import zipfile
 
 import pytest
 
-from toolkit import pretrained
 from toolkit.errors import ToolkitError
+from toolkit.models import pretrained
 
 
 def split_zip(tmp_path, pieces: int = 3):
@@ -142,7 +142,7 @@ def test_loading_a_local_tokenizer_leaves_transformers_generation_unimported(tin
 
     directory = _named_tokenizer_dir(tiny_tokenizer_dir, tmp_path, "PreTrainedTokenizerFast")
     code = (
-        "import sys; from toolkit.pretrained import load_tokenizer; "
+        "import sys; from toolkit.models.pretrained import load_tokenizer; "
         f"load_tokenizer({str(directory)!r}); "
         "print(sorted(m for m in ('transformers.generation', 'sklearn') if m in sys.modules))"
     )

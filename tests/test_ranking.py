@@ -123,7 +123,7 @@ def _documents(draw):
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_a_runs_words_equal_the_words_of_its_text(data):
-    from toolkit.evaluate.metrics import word_set
+    from toolkit.evaluate.scorer import word_set
     from toolkit.evaluate.thresholds import RunWords
 
     text = data.draw(_HOSTILE)
@@ -136,7 +136,7 @@ def test_a_runs_words_equal_the_words_of_its_text(data):
 
 def _reference_counts(texts, golds, segments, probs, labels, grid, jaccard_threshold, starts):
     """threshold_counts as first written: every run's text read, every pair's union built."""
-    from toolkit.evaluate.metrics import word_set
+    from toolkit.evaluate.scorer import word_set
     from toolkit.spans.segment_decoding import START_THRESHOLD, segment_runs
 
     def jac(a, b):

@@ -39,7 +39,7 @@ def test_ensure_run_resolves_recipes_and_refuses_what_is_neither(tiny_mlm_run, t
 def test_files_written_by_this_version_read_back_unchanged(tiny_mlm_run, tmp_path):
     """toolkit.json and metrics.json are typed (ModelMeta, Metrics): what a run writes reads back and
     writes again byte for byte, so nothing in them is lost or reinterpreted by the types."""
-    from toolkit.config import dump_recipe
+    from toolkit.registry.recipes import dump_recipe
     from toolkit.rundir import load_meta, read_metrics, write_meta, write_metrics_file
 
     run = open_run(tiny_mlm_run)
@@ -61,7 +61,7 @@ def test_a_run_saved_before_the_task_registry_still_loads_and_predicts_the_same(
     import yaml
 
     from toolkit.infer import load_predictor
-    from toolkit.sections import GenerationConfig, PretrainConfig, SegmentsConfig
+    from toolkit.registry.sections import GenerationConfig, PretrainConfig, SegmentsConfig
 
     old = tmp_path / "old_run"
     shutil.copytree(tiny_mlm_run, old)
@@ -84,7 +84,7 @@ def test_a_run_saved_before_the_task_registry_still_loads_and_predicts_the_same(
 
 
 def test_older_model_files_of_the_other_tasks_read_as_their_task(tmp_path):
-    from toolkit.config import load_saved_recipe
+    from toolkit.registry.recipes import load_saved_recipe
     from toolkit.rundir import ModelMeta
 
     # span_generation kept its generation settings at the top level of toolkit.json.

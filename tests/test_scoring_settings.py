@@ -64,7 +64,7 @@ def test_thresholds_are_chosen_at_the_jaccard_threshold_given():
 
 
 def test_the_summary_names_are_the_ones_the_scorer_writes():
-    from toolkit.evaluate.metrics import score
+    from toolkit.evaluate.scorer import score
 
     written = score(["a b"], [[Span(start=0, end=1, label="A")]], [[]], tolerances=[2, 5], bootstrap=0)["summary"]
     assert set(written) == set(span_summary_names([2, 5]))

@@ -94,8 +94,8 @@ def test_the_evaluation_sample_keeps_every_positive_and_weighs_negatives_to_esti
 
 
 def test_segment_inputs_refuse_what_they_do_not_read_all_at_once():
-    from toolkit.config import load_recipe
     from toolkit.errors import ConfigError
+    from toolkit.registry.recipes import load_recipe
 
     with pytest.raises(ConfigError) as caught:
         load_recipe(
@@ -132,9 +132,9 @@ SEGMENT_RUN = [
 
 
 def test_a_segment_input_run_reports_three_models_and_what_ended_training(tiny_bert, tmp_path):
-    from toolkit.config import load_recipe
     from toolkit.deploy.export import export_run
     from toolkit.infer import load_predictor
+    from toolkit.registry.recipes import load_recipe
     from toolkit.rundir import open_run
     from toolkit.tasks import run_recipe
 
@@ -175,7 +175,7 @@ def test_a_segment_input_run_reports_three_models_and_what_ended_training(tiny_b
 
 
 def test_training_stops_where_the_held_out_aupr_stops_rising(tiny_bert, tmp_path):
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     # A learning rate too small to move the ranking: the held-out AUPR never improves on the first evaluation.
@@ -218,7 +218,7 @@ def test_a_run_with_frozen_lower_layers_replays_them_and_leaves_them_unchanged(t
     import torch
     from transformers import AutoModelForTokenClassification
 
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", "train.epochs=2", "model.train_layers=1"]

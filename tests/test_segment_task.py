@@ -99,12 +99,12 @@ def test_eval_and_export_of_a_segment_run_apply_the_saved_thresholds(tiny_segmen
 
 
 def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
-    from toolkit.config import load_recipe
     from toolkit.deploy.export import export_run
     from toolkit.errors import ToolkitError
     from toolkit.evaluate.evaluation import evaluate_run
     from toolkit.infer import load_predictor
-    from toolkit.registry.linear_segments import linear_baseline_of
+    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.segment_baseline import linear_baseline_of
     from toolkit.tasks import plan_recipe, run_recipe
 
     overrides = [
@@ -141,13 +141,13 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
 
 
 def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_reports(tmp_path):
-    from toolkit.config import load_recipe
     from toolkit.data.records import filter_labels, load_splits
     from toolkit.errors import ConfigError
     from toolkit.evaluate.evaluation import evaluate_run
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.linear_model import segment_documents
-    from toolkit.tasks.segment_linear import out_of_fold_thresholds
+    from toolkit.tasks.bag_of_words import segment_documents
+    from toolkit.tasks.segment_baseline import out_of_fold_thresholds
 
     recipe = load_recipe(
         REPO / "recipes" / "demo_segments_mlm.yaml",
@@ -184,14 +184,14 @@ def test_hold_out_draws_a_share_of_the_training_documents_by_seed():
 
 
 def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_not_train_on(tiny_bert, tmp_path):
-    from toolkit.config import load_recipe
     from toolkit.data.records import filter_labels, load_splits
     from toolkit.errors import ConfigError
     from toolkit.evaluate.thresholds import choose_from_counts, threshold_counts
     from toolkit.infer import load_predictor
-    from toolkit.registry.linear_segments import linear_baseline_of
+    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.segment_baseline import linear_baseline_of
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.linear_model import fit_linear_prior
+    from toolkit.tasks.bag_of_words import fit_linear_prior
     from toolkit.tasks.segment_classification import hold_out
 
     overrides = [
@@ -241,8 +241,8 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
 
 
 def test_linear_is_a_segment_model_only():
-    from toolkit.config import load_recipe
     from toolkit.errors import ConfigError
+    from toolkit.registry.recipes import load_recipe
 
     with pytest.raises(ConfigError, match="model.kind: not an option of token_classification recipes"):
         load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["model.kind=linear"])
@@ -293,8 +293,8 @@ def test_hard_negatives_are_the_clause_free_windows_that_fire_highest_first():
 
 
 def test_hard_negatives_need_a_pool_and_an_encoder():
-    from toolkit.config import load_recipe
     from toolkit.errors import ConfigError
+    from toolkit.registry.recipes import load_recipe
 
     recipe = REPO / "recipes" / "demo_segments_mlm.yaml"
     with pytest.raises(ConfigError, match="windows.negative_ratio"):
@@ -323,7 +323,7 @@ def test_hard_negatives_need_a_pool_and_an_encoder():
 
 @pytest.mark.parametrize("linear_prior", [False, True])
 def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_stage(tiny_bert, tmp_path, linear_prior):
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     overrides = [
@@ -383,14 +383,14 @@ def predictor_starts_of(path):
 def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_it_to_eval_and_export(
     tiny_bert, tmp_path
 ):
-    from toolkit.config import load_recipe
     from toolkit.deploy.export import export_run
     from toolkit.errors import ToolkitError
     from toolkit.infer import load_predictor
     from toolkit.infer.segmenter import SegmentClassifier
+    from toolkit.registry.recipes import load_recipe
     from toolkit.spans.segment_decoding import probability_logit, sigmoid
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.linear_model import fit_linear_prior
+    from toolkit.tasks.bag_of_words import fit_linear_prior
 
     overrides = [
         f"model.name={tiny_bert}",
@@ -485,9 +485,9 @@ def test_clause_starts_split_a_run_of_positive_segments_where_a_new_clause_begin
 
 
 def test_the_linear_baseline_learns_clause_starts_saves_them_and_needs_them_to_load(tmp_path):
-    from toolkit.config import load_recipe
     from toolkit.errors import ConfigError, ToolkitError
     from toolkit.infer import load_predictor
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     overrides = [
@@ -520,7 +520,7 @@ def test_the_linear_baseline_learns_clause_starts_saves_them_and_needs_them_to_l
 
 
 def test_a_segment_curve_over_the_whole_dev_set_chooses_the_best_checkpoint(tiny_bert, tmp_path):
-    from toolkit.config import load_recipe
+    from toolkit.registry.recipes import load_recipe
     from toolkit.rundir import TRAIN_LOG_FILE, read_curve
     from toolkit.tasks import run_recipe
 

@@ -426,8 +426,8 @@ def test_a_bidirectional_decoder_tagger_under_sustained_load(tiny_llama, tmp_pat
     path it has), answers under load as alone."""
     from conftest import OVERFIT_FIVE, REPO
 
-    from toolkit.config import load_recipe
     from toolkit.deploy.export import ParityBudgets, export_run
+    from toolkit.registry.recipes import load_recipe
     from toolkit.tasks import run_recipe
 
     recipe = load_recipe(
@@ -471,8 +471,8 @@ def test_a_fitted_combination_artifact_under_sustained_load(tiny_bert, tmp_path)
     fitted run saves, set so the encoder counts for every label) answers under load as alone."""
     from conftest import REPO
 
-    from toolkit.config import load_recipe
     from toolkit.deploy.export import export_run
+    from toolkit.registry.recipes import load_recipe
     from toolkit.rundir import MODEL_DIR, load_meta, write_meta
     from toolkit.tasks import run_recipe
 
@@ -507,8 +507,8 @@ def test_a_segment_input_artifact_under_sustained_load(tiny_bert, tmp_path):
     that belongs to no segment) is served reading the same inputs, and answers under load as alone."""
     from conftest import REPO
 
-    from toolkit.config import load_recipe
     from toolkit.deploy.export import export_run
+    from toolkit.registry.recipes import load_recipe
     from toolkit.rundir import load_meta
     from toolkit.tasks import run_recipe
 

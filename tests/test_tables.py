@@ -117,7 +117,7 @@ def test_eval_prints_headline_and_per_label_tables_at_80_columns(tiny_mlm_run, t
 
 
 def test_curves_table_puts_runs_side_by_side():
-    from toolkit.evaluate.curves import curves_table
+    from toolkit.evaluate.curve_comparison import curves_table
 
     point = {
         "step": 40,

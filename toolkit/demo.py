@@ -31,7 +31,7 @@ from toolkit.data.importers import EXPORT_FORMATS, run_export, run_import
 from toolkit.data.sample import SAMPLE_FILES
 from toolkit.data.schema import SpanRecord
 from toolkit.hardware import measure_conditions
-from toolkit.pretrained import default_encoder
+from toolkit.models.pretrained import default_encoder, load_tokenizer
 from toolkit.recipes import RECIPES_DIR  # shipped in the package: the demo runs from a wheel too
 from toolkit.scoring import SCORING
 
@@ -87,8 +87,8 @@ def split_overrides(overrides: list[str]) -> dict[str, list[str]]:
 
 
 def train_demo(recipe_name: str, workdir: Path, console: Console, overrides: list[str]) -> Path:
-    from toolkit.config import load_recipe
     from toolkit.evaluate.reporting import score_table
+    from toolkit.registry.recipes import load_recipe
     from toolkit.rundir import prepare_run_dir
     from toolkit.tasks import run_recipe
 
@@ -190,7 +190,7 @@ def run_demo(workdir: Path, console: Console, overrides: list[str] | None = None
     conditions = measure_conditions()
     if conditions["warning"]:
         console.print(f"[yellow]warning:[/yellow] {escape(conditions['warning'])}")
-    tokenizer = default_encoder()
+    tokenizer = load_tokenizer(default_encoder())
     status = 0
     for domain, paths in SAMPLE_FILES.items():
         console.rule(f"[bold]Sample: {domain}")

@@ -27,14 +27,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from toolkit.config import dump_recipe, load_saved_recipe
 from toolkit.data.records import filter_labels, load_records, map_record_labels
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.registry import RecipeBase, Task, task_named
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.recipes import dump_recipe, load_saved_recipe
+from toolkit.registry.sections import GenerationConfig
 from toolkit.scoring import SCORING
-from toolkit.sections import GenerationConfig
 from toolkit.spans.label_space import LabelSpace
 
 CONFIG_FILE = "config.yaml"
@@ -62,8 +62,8 @@ _FLAT_GENERATION_KEYS = tuple(k for k in GenerationConfig.model_fields if k != "
 
 class ExportInfo(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    path: str  # the export path chosen (deploy.export.PATHS)
-    runtime: Literal["onnx", "pytorch", "openvino"]
+    path: str  # the export path chosen (toolkit.deploy.paths.PATHS)
+    runtime: str  # its runtime (toolkit.models.runtimes.RUNTIMES)
     precision: str
     # Taggers: windows sized to each document up to this many tokens (one pass when a document fits), where
     # export measured it within the parity budget and faster; None: the trained windows.
@@ -305,21 +305,9 @@ class Run:
         return is_artifact(self.model_dir) or self.meta.export is not None
 
     @property
-    def runtime(self) -> str:
-        """ "onnx" (ONNX Runtime), "openvino" or "pytorch"."""
-        if self.meta.export is not None and self.meta.export.runtime == "openvino":
-            return "openvino"
-        return "onnx" if (self.model_dir / ONNX_FILE).is_file() else "pytorch"
-
-    @property
     def window_limit(self) -> int | None:
         """Tokens per window an artifact's tagger sizes its windows up to (None: the trained windows)."""
         return self.meta.export.window_limit if self.meta.export is not None else None
-
-    @property
-    def autocast(self) -> str | None:
-        """The dtype an exported PyTorch model runs under ("bfloat16"), None for as stored."""
-        return "bfloat16" if self.meta.export is not None and self.meta.export.precision == "bf16" else None
 
 
 def open_run(path: Path | str) -> Run:

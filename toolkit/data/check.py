@@ -13,7 +13,6 @@ from rich.table import Column, Table
 from toolkit.data.stats import CorpusStats, special_tokens_count, token_offsets
 from toolkit.data.validation import CheckedRecord, collect
 from toolkit.errors import Problem
-from toolkit.pretrained import load_tokenizer
 
 RARE_LABEL_COUNT = 20
 
@@ -38,11 +37,12 @@ class CheckResult:
 def run_check(
     paths: list[Path],
     labels: frozenset[str] | None = None,
-    tokenizer: str | None = None,
+    tokenizer=None,
     max_length: int | None = None,
 ) -> CheckResult:
-    """Validate every file (streamed) and gather corpus statistics over the valid records."""
-    tok = load_tokenizer(tokenizer) if tokenizer else None
+    """Validate every file (streamed) and gather corpus statistics over the valid records; `tokenizer` (a loaded
+    one: the data layer reads no models) adds token counts."""
+    tok = tokenizer
     if tok is not None and max_length is None:
         model_max = getattr(tok, "model_max_length", None)
         max_length = model_max if isinstance(model_max, int) and model_max < 1_000_000 else None

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.responses import HTMLResponse, JSONResponse
 
 from toolkit.deploy.batcher import MAX_BATCH_DOCS
-from toolkit.deploy.metrics import count_rejection
+from toolkit.deploy.prometheus import count_rejection
 from toolkit.rundir import MANIFEST as MANIFEST_FILE
 
 # GET / is this page, served by RequestGuard ahead of BentoML's own index (which it would otherwise be).

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from toolkit.pretrained import load_tokenizer, lowercases
+from toolkit.models.pretrained import load_tokenizer, lowercases
+from toolkit.models.runtimes import runtime_named
 from toolkit.registry import Task
 from toolkit.rundir import ModelMeta, Run, read_metrics
 
@@ -21,7 +22,7 @@ WEAK_F1 = 0.5  # labels under this dev F1 are named in the limitations
 
 def base_model_of(name: str, spec: Task) -> str:
     """The recipe's model.name, with a short name ('default', 'mpnet') resolved to the hub id it stands for."""
-    from toolkit.pretrained import hub_id_of
+    from toolkit.models.pretrained import hub_id_of
 
     return hub_id_of(name, spec.decoder)
 
@@ -53,7 +54,7 @@ def render_model_card(
         "library_name": "clause-entity-toolkit",
         "pipeline_tag": spec.pipeline_tag,
         "base_model": base,
-        "tags": ["onnx" if export["runtime"] == "onnx" else "pytorch", task, "span-extraction"],
+        "tags": [runtime_named(export["runtime"]).hub_tag, task, "span-extraction"],
         "language": ["en"],
     }
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "", f"# {name}", ""]

@@ -36,7 +36,7 @@ from starlette.routing import Route
 
 from toolkit.deploy.batcher import ModelBatcher
 from toolkit.deploy.guard import REQUEST_ID, RequestGuard, ServeSettings, check_request, error
-from toolkit.deploy.metrics import series
+from toolkit.deploy.prometheus import series
 from toolkit.infer import load_predictor
 from toolkit.rundir import read_manifest, verify_artifact, weights_file
 from toolkit.spans.content import drop_contentless
@@ -111,8 +111,7 @@ class Extraction:
 
             set_inference_threads(threads)  # PyTorch at once, ONNX Runtime's session below
         self.predictor = load_predictor(SETTINGS.artifact)
-        if hasattr(self.predictor, "warm_up"):
-            self.predictor.warm_up()  # before /readyz answers: no request waits for a runtime's compilation
+        self.predictor.warm_up()  # before /readyz answers: no request waits for a runtime's compilation
         self.batcher = ModelBatcher(self._predict, SETTINGS.max_batch_size)
         self.model_info = {
             "id": MANIFEST["model_id"],

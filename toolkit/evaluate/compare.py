@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
-from toolkit.evaluate.metrics import document_counts, paired_bootstrap, point_summary, score
+from toolkit.evaluate.scorer import document_counts, paired_bootstrap, point_summary, score
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.rundir import Run, open_run, records_for, saved_predictions
 from toolkit.scoring import SCORING

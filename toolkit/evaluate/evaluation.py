@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 from toolkit.data.records import resolve_data_path
-from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import ranking_metrics, sweep_metrics
 from toolkit.evaluate.reporting import write_metrics, write_predictions
+from toolkit.evaluate.scorer import score
 from toolkit.evaluate.thresholds import threshold_counts
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.infer.decisions import SegmentDecisions

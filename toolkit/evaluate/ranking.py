@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from toolkit.evaluate.metrics import jaccard, word_set
+from toolkit.evaluate.scorer import jaccard, word_set
 from toolkit.scoring import SCORING
 from toolkit.spans.overlaps import SpanLike
 

@@ -1,7 +1,7 @@
 """Inference: a trained run or artifact as a predictor of character spans.
 
-Every task's predictor (its `Task` in `toolkit.registry` names it) has one call,
-`predict(texts) -> spans per document`, and report timing in `last_report`. Training-time
+Every task's predictor (its `Task` in `toolkit.registry` names it) is a `Predictor` (`predictor.py`):
+`predict(texts) -> spans per document`, with timing in `last_report`. Training-time
 scoring, `toolkit eval`, `toolkit compare`, export parity and the service all use them.
 """
 
@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
+from toolkit.infer.predictor import Predictor
 from toolkit.rundir import Run, open_run
 
 
-def load_predictor(run: Run | Path | str, **options):
+def load_predictor(run: Run | Path | str, **options) -> Predictor:
     """A trained run (or artifact) as the predictor its task registers (Tagger, SegmentClassifier,
     LinearSegmentClassifier, SpanGenerator); `options` go to its `load` (SpanGenerator: precision)."""
     run = run if isinstance(run, Run) else open_run(run)

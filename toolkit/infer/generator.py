@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolkit.infer.backend import default_device, load_model_dir, preferred_autocast
 from toolkit.infer.completions import (
     CompletionSpec,
     WindowReading,
@@ -26,6 +25,13 @@ from toolkit.infer.completions import (
 )
 from toolkit.infer.prompts import render_prompt
 from toolkit.infer.selector import WindowSelector
+from toolkit.models.runtimes import (
+    artifact_autocast,
+    default_device,
+    load_model_dir,
+    preferred_autocast,
+    runtime_named,
+)
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 
@@ -36,7 +42,7 @@ MIN_CACHED_PREFIX = 8
 def inference_autocast(meta: ModelMeta, device: str, precision: str | None = None) -> str | None:
     """ "bfloat16" when the model asks for it (generation.precision=prefer_bf16, or `precision`) and the device
     has bf16 units; None for fp32. An ONNX artifact runs as exported."""
-    if meta.export is not None and meta.export.runtime == "onnx":
+    if meta.export is not None and not runtime_named(meta.export.runtime).torch:
         return None
     return preferred_autocast(precision or meta.generation.precision, device)
 
@@ -65,11 +71,38 @@ class SpanGenerator:
         """The saved model, its weights loaded in the precision it generates in (`precision`, "fp32" or
         "prefer_bf16", overrides the run's generation.precision)."""
         run = run if isinstance(run, Run) else open_run(run)
-        dtype = run.autocast or inference_autocast(run.meta, device or default_device(), precision)
+        dtype = artifact_autocast(run) or inference_autocast(run.meta, device or default_device(), precision)
         model, tokenizer, meta, device = load_model_dir(run, "AutoModelForCausalLM", device, dtype)
         generator = cls(model, tokenizer, meta, device, WindowSelector.load(run.model_dir, meta.selector))
         generator.autocast = dtype
         return generator
+
+    @classmethod
+    def load_reference(cls, run: Run) -> SpanGenerator:
+        """The run's model in fp32, whatever its generation.precision."""
+        return cls.load(run, precision="fp32")
+
+    def warm_up(self) -> None:
+        """Nothing is compiled per shape."""
+
+    def parity_inputs(self, texts: Sequence[str]) -> list:
+        return self.views(texts)[0]
+
+    def parity_outputs(self, texts: Sequence[str], views: Sequence) -> tuple[list, list]:
+        """(next-token logits of every view's prompt, generated spans)."""
+        import torch
+
+        logits = []
+        for view in views:
+            prompt = self.prompt(texts, view)
+            enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False, return_token_type_ids=False)
+            with torch.inference_mode():
+                logits.append(self.model(**enc).logits[0, -1:].float().numpy())
+        return logits, self.predict(texts)
+
+    def decisions(self, logits):
+        """The next token."""
+        return logits.argmax(-1)
 
     def runner(self):
         """The model that generates: the model itself when it is stored in the precision asked for, else (a

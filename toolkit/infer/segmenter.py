@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.infer.decisions import SegmentDecisions, SegmentScores
-from toolkit.infer.linear import LinearSegmentClassifier, segment_inputs
+from toolkit.infer.segment_baseline import LinearSegmentClassifier, segment_inputs
 from toolkit.infer.tagger import Tagger, new_tally
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
@@ -50,6 +50,10 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         if run.meta.linear_prior:
             classifier.prior = LinearSegmentClassifier.load_files(run.model_dir, run.meta.linear_prior, run.meta)
         return classifier
+
+    def decisions(self, logits: np.ndarray) -> np.ndarray:
+        """One sigmoid per label: the decision is its sign."""
+        return logits > 0
 
     def windows(self, texts: Sequence[str]) -> list[Window]:
         """The model's inputs: one per segment for a model trained on segments (segments.encoder_input), else

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.infer.backend import autocast_context, load_model_dir
+from toolkit.models.runtimes import artifact_autocast, autocast_context, load_model_dir, runtime_of
 from toolkit.rundir import ModelMeta, Run, open_run
 from toolkit.spans.decoding import PredictedSpan, decode_documents
 from toolkit.spans.streaming import CHUNK_CHARS, count_tokens, decode_stream, groups_of, stream_windows
@@ -38,10 +38,7 @@ class Tagger:
         self.device = device
         # "bfloat16": run a PyTorch model under autocast (machines with bf16 units); None: as stored.
         self.autocast: str | None = None
-        # True: one window per forward pass. PyTorch picks matmul kernels by shape, so a window padded to
-        # its batch's width gets scores that move in the last bits (measured under bf16: docs/benchmarks.md at 0ea11c2);
-        # alone, its answer never depends on its neighbours. OpenVINO's fp32 kernels move the same way (seen in
-        # tests/test_batch_invariance.py). ONNX Runtime's answers do not move with padding, so ONNX batches.
+        # True: one window per forward pass, on runtimes whose answers move with padding (Runtime.windows_alone).
         self.window_alone = False
         # An int: windows sized to each document up to this many tokens, a document that fits read in one pass
         # (export chooses it where it measured parity and speed); None: the trained max_length and stride.
@@ -53,10 +50,29 @@ class Tagger:
         run = run if isinstance(run, Run) else open_run(run)
         tagger = cls(*load_model_dir(run, "AutoModelForTokenClassification", device))
         # An exported PyTorch model runs as its export measured it: its precision, batch-invariant.
-        tagger.autocast = run.autocast
-        tagger.window_alone = run.is_artifact and run.runtime in ("pytorch", "openvino")
+        tagger.autocast = artifact_autocast(run)
+        tagger.window_alone = run.is_artifact and runtime_of(run).windows_alone
         tagger.window_limit = run.window_limit
         return tagger
+
+    @classmethod
+    def load_reference(cls, run: Run) -> Tagger:
+        """The run's PyTorch model as trained (a run loads in fp32, unbatched windows batched)."""
+        return cls.load(run)
+
+    def parity_inputs(self, texts: Sequence[str]) -> list[Window]:
+        return self.windows(texts)
+
+    def parity_outputs(self, texts: Sequence[str], windows: Sequence[Window]) -> tuple[list, list]:
+        """(per-window logits, decoded spans) on the parity windows, one forward pass."""
+        logits = self.logits(windows)
+        return logits, self.decode(texts, windows, logits)
+
+    def decisions(self, logits: np.ndarray) -> np.ndarray:
+        """Each token's tag; a multi-label model's outputs are an O/B/I softmax per label: a tag per label."""
+        if self.space.multi_label:
+            return logits.reshape(logits.shape[0], -1, 3).argmax(-1)
+        return logits.argmax(-1)
 
     def windows(self, texts: Sequence[str]) -> list[Window]:
         if self.window_limit is not None:
@@ -72,7 +88,7 @@ class Tagger:
     def position_limit(self) -> int:
         """The most tokens one window can hold: the model's positions (less a padding offset, RoBERTa-style),
         and the tokenizer's stated maximum where it states one."""
-        from toolkit.pretrained import position_limit
+        from toolkit.models.pretrained import position_limit
 
         limit = position_limit(self.model.config) or self.meta.max_length
         stated = getattr(self.tokenizer, "model_max_length", None)

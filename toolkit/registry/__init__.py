@@ -14,7 +14,13 @@ from typing import Annotated, Any, Union
 from pydantic import Discriminator, Tag, TypeAdapter
 
 from toolkit.errors import ToolkitError
-from toolkit.registry import linear_segments, pretraining, segment_classification, span_generation, token_classification
+from toolkit.registry import (
+    pretraining,
+    segment_baseline,
+    segment_classification,
+    span_generation,
+    token_classification,
+)
 from toolkit.registry.task import RecipeBase, Task
 
 TASKS: dict[str, Task] = {
@@ -22,7 +28,7 @@ TASKS: dict[str, Task] = {
     for t in (
         token_classification.TASK,
         segment_classification.TASK,
-        linear_segments.TASK,
+        segment_baseline.TASK,
         span_generation.TASK,
         pretraining.MLM,
         pretraining.CLM,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from toolkit.registry.sections import EvalConfig
 from toolkit.registry.task import RecipeBase
 from toolkit.scoring import span_summary_names
-from toolkit.sections import EvalConfig
 
 
 class ExtractionRecipe(RecipeBase):

@@ -7,9 +7,9 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from toolkit.registry.sections import MaskingConfig, ModelConfig, PretrainConfig, PretrainedModelConfig, TrainConfig
 from toolkit.registry.task import RecipeBase, Task
 from toolkit.scoring import PRETRAIN_SUMMARY
-from toolkit.sections import MaskingConfig, ModelConfig, PretrainConfig, PretrainedModelConfig, TrainConfig
 
 NOT_EXPORTED = (
     "a domain-adapted base model extracts nothing by itself: fine-tune it first (model.name: its run's model/ folder)"

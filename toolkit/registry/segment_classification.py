@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.sections import ClassifierModelConfig, SegmentsConfig, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
-from toolkit.sections import ClassifierModelConfig, SegmentsConfig, TrainConfig, WindowsConfig
 
 
 class SegmentClassificationRecipe(ExtractionRecipe):

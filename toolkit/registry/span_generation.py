@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.sections import DecoderModelConfig, GenerationConfig, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
-from toolkit.sections import DecoderModelConfig, GenerationConfig, TrainConfig, WindowsConfig
 
 
 class SpanGenerationRecipe(ExtractionRecipe):

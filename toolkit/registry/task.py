@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from toolkit.sections import DataConfig, Strict, SweepConfig
+from toolkit.registry.sections import DataConfig, Strict, SweepConfig
 
 # What a task's model puts out, which is what export compares for parity and how compare times it:
 # per-token tag logits, per-token logits of segment labels, or generated text.

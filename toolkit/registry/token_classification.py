@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.sections import MultiCorpusDataConfig, TaggerModelConfig, TaggerTrainConfig, WindowsConfig
 from toolkit.registry.task import Task
-from toolkit.sections import MultiCorpusDataConfig, TaggerModelConfig, TaggerTrainConfig, WindowsConfig
 
 
 class TokenClassificationRecipe(ExtractionRecipe):

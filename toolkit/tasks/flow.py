@@ -91,7 +91,7 @@ class Flow:
         """The run's training clock (and budget, train.max_seconds) and the learning curve (eval.curve_docs)
         on a Trainer; a later training stage is given the first stage's clock."""
         from toolkit.rundir import CURVE_FILE
-        from toolkit.tasks.curves import CurveCallback, evaluate_by_curve
+        from toolkit.tasks.learning_curve import CurveCallback, evaluate_by_curve
 
         trainer.add_callback(clock)
         if recipe.train.schedule_by == "seconds":
@@ -130,7 +130,7 @@ class Flow:
         """Build the Trainer and train it, resuming from its checkpoints. A task that trains in stages
         (segment_classification's hard negatives) or changes the weights after (checkpoint averaging)
         extends this."""
-        from toolkit.tasks.curves import TrainingClock
+        from toolkit.tasks.learning_curve import TrainingClock
 
         clock = TrainingClock(recipe.train.max_seconds, recipe.train.eval_every_seconds)
         trainer = self.trainer(recipe, run_dir, prepared)

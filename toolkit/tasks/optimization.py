@@ -9,22 +9,10 @@ are built here and handed to the Trainer's own optimizer class.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-_LAYER = re.compile(r"\.(?:layer|layers|h|block)\.(\d+)\.")
-
-
-def parameter_depth(name: str, num_layers: int) -> int:
-    """0 for embeddings, 1..num_layers for transformer block i-1, num_layers + 1 for anything above
-    (final norms, pooler)."""
-    m = _LAYER.search(name)
-    if m:
-        return int(m.group(1)) + 1
-    if "embed" in name:
-        return 0
-    return num_layers + 1
+from toolkit.models.building import parameter_depth
 
 
 def learning_rates(

@@ -17,10 +17,10 @@ from typing import Any
 
 from toolkit.data.corpora import TextReport, pack_blocks, read_texts, split_blocks
 from toolkit.errors import ConfigError
+from toolkit.models.building import build_causal_model, build_masked_model
 from toolkit.registry.pretraining import CausalPretrainRecipe, MaskedPretrainRecipe
 from toolkit.rundir import REPORT_FILE, Metrics, ModelMeta, save_model_dir, write_metrics_file
 from toolkit.tasks.flow import Flow, Prepared, RunResult, Trained
-from toolkit.tasks.models import build_causal_model, build_masked_model
 from toolkit.tasks.training import pad_collator, parameter_counts, training_arguments
 
 

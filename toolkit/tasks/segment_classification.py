@@ -32,17 +32,19 @@ import numpy as np
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
-from toolkit.evaluate.metrics import score
-from toolkit.infer.backend import preferred_autocast
+from toolkit.evaluate.scorer import score
 from toolkit.infer.decisions import SegmentScores
-from toolkit.infer.linear import LINEAR_FILE, STARTS_FILE, LinearSegmentClassifier
+from toolkit.infer.segment_baseline import LINEAR_FILE, STARTS_FILE, LinearSegmentClassifier
 from toolkit.infer.segmenter import SegmentClassifier
+from toolkit.models.building import build_segment_model
+from toolkit.models.runtimes import preferred_autocast
+from toolkit.registry.sections import HardNegativesConfig
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import MODEL_DIR, ModelMeta, load_meta, save_model_dir, write_meta
-from toolkit.sections import HardNegativesConfig
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segment_decoding import probability_logit, segment_targets, sigmoid
 from toolkit.spans.segments import segment_text
+from toolkit.tasks.bag_of_words import fit_linear_prior
 from toolkit.tasks.combination import Combination, HeldOutEvidence, fit_combination
 from toolkit.tasks.features import (
     FeatureReport,
@@ -54,8 +56,6 @@ from toolkit.tasks.features import (
     segment_input_features,
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
-from toolkit.tasks.linear_model import fit_linear_prior
-from toolkit.tasks.models import build_segment_model
 from toolkit.tasks.segment_scoring import (
     best_thresholds,
     cross_fitted_summary,

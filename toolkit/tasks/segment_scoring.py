@@ -10,9 +10,9 @@ import numpy as np
 
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
-from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import sweep_metrics
 from toolkit.evaluate.reporting import write_predictions
+from toolkit.evaluate.scorer import score
 from toolkit.evaluate.thresholds import choose_from_counts, cross_fitted_from_counts, threshold_counts
 from toolkit.infer.decisions import SegmentDecisions, SegmentScores
 from toolkit.registry.extraction import ExtractionRecipe

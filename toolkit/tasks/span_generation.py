@@ -17,11 +17,12 @@ from pathlib import Path
 
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
-from toolkit.evaluate.metrics import score
 from toolkit.evaluate.reporting import write_predictions
+from toolkit.evaluate.scorer import score
 from toolkit.infer.completions import CompletionSpec
 from toolkit.infer.generator import SpanGenerator
 from toolkit.infer.selector import SelectorFit, fit_window_selector, spans_reachable
+from toolkit.models.building import build_causal_model
 from toolkit.registry.span_generation import SpanGenerationRecipe
 from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir, write_hallucinations
 from toolkit.tasks.features import (
@@ -33,7 +34,6 @@ from toolkit.tasks.features import (
     sample_negatives,
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
-from toolkit.tasks.models import build_causal_model
 from toolkit.tasks.training import (
     completion_trainer_class,
     pad_collator,

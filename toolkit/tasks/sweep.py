@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolkit.config import dump_recipe, with_params
 from toolkit.registry import RecipeBase
+from toolkit.registry.recipes import dump_recipe, with_params
+from toolkit.registry.sections import FloatRange
 from toolkit.rundir import CONFIG_FILE, prepare_run_dir, read_metrics
-from toolkit.sections import FloatRange
 from toolkit.tasks import run_recipe
 from toolkit.tasks.training import is_main_process
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
-from toolkit.evaluate.metrics import score
 from toolkit.evaluate.ranking import ranking_metrics
 from toolkit.evaluate.reporting import write_predictions
-from toolkit.infer.backend import preferred_autocast
+from toolkit.evaluate.scorer import score
 from toolkit.infer.tagger import Tagger
+from toolkit.models.building import build_token_model
+from toolkit.models.runtimes import preferred_autocast
 from toolkit.registry.token_classification import TokenClassificationRecipe
 from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir
 from toolkit.spans.decoding import decode_documents
@@ -27,7 +28,6 @@ from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window
 from toolkit.tasks.features import FeatureReport, labels_to_learn, token_features
 from toolkit.tasks.flow import Flow, Prepared, Trained
-from toolkit.tasks.models import build_token_model
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, training_arguments
 
 

@@ -9,8 +9,8 @@ from pydantic import Field, model_validator
 
 from toolkit.errors import ConfigError
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.sections import LinearModelConfig, SegmentDecisionConfig
 from toolkit.registry.task import RecipeBase, Task
-from toolkit.sections import LinearModelConfig, SegmentDecisionConfig
 
 
 class LinearSegmentsRecipe(ExtractionRecipe):
@@ -68,8 +68,8 @@ TASK = Task(
     variant="linear",
     recipe=LinearSegmentsRecipe,
     summary="segment classification with a bag-of-words baseline (TF-IDF and a logistic regression per label)",
-    flow="toolkit.tasks.segment_linear:LinearSegments",
-    predictor="toolkit.infer.linear:LinearSegmentClassifier",
+    flow="toolkit.tasks.segment_baseline:LinearSegments",
+    predictor="toolkit.infer.segment_baseline:LinearSegmentClassifier",
     outputs="segment_scores",
     pipeline_tag="text-classification",
     not_exported="the linear segment baseline is a yardstick, not exported: export an encoder run",

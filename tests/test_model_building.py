@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from toolkit.config import DropoutConfig
 from toolkit.errors import ConfigError, ToolkitError
-from toolkit.sections import ClassifierModelConfig
+from toolkit.models.building import apply_dropout, build_token_model
+from toolkit.registry.recipes import DropoutConfig
+from toolkit.registry.sections import ClassifierModelConfig
 from toolkit.spans.label_space import LabelSpace
-from toolkit.tasks.models import apply_dropout, build_token_model
 from toolkit.tasks.token_classification import class_weights
 
 

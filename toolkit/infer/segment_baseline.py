@@ -53,6 +53,9 @@ class LinearSegmentClassifier(SegmentDecisions):
         run = run if isinstance(run, Run) else open_run(run)
         return cls.load_files(run.model_dir, LINEAR_FILE, run.meta)
 
+    def warm_up(self) -> None:
+        """Nothing is compiled per shape."""
+
     @classmethod
     def load_files(cls, directory: Path, name: str, meta: ModelMeta) -> LinearSegmentClassifier:
         """The model in `directory`/`name`, with the clause-start classifiers `meta.clause_starts` names."""

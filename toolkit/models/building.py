@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import re
+
 from toolkit.errors import ConfigError, ToolkitError
-from toolkit.gemma import register_gemma_tagger
-from toolkit.pretrained import check_window_fits, fix_decoder_tokenizer, load_tokenizer, resolve_model_name
-from toolkit.sections import ClassifierModelConfig, LoraConfigModel, ModelConfig, PretrainedModelConfig
+from toolkit.models.gemma import register_gemma_tagger
+from toolkit.models.pretrained import check_window_fits, fix_decoder_tokenizer, load_tokenizer, resolve_model_name
+from toolkit.registry.sections import ClassifierModelConfig, LoraConfigModel, ModelConfig, PretrainedModelConfig
 from toolkit.spans.label_space import LabelSpace
 
 # Config attribute names per knob, across architectures (BERT/RoBERTa, DistilBERT, Llama/GPT-2 ...).
@@ -54,12 +56,24 @@ def add_embedding_dropout(model, p: float):
     return model.get_input_embeddings().register_forward_hook(hook)
 
 
+_LAYER = re.compile(r"\.(?:layer|layers|h|block)\.(\d+)\.")
+
+
+def parameter_depth(name: str, num_layers: int) -> int:
+    """0 for embeddings, 1..num_layers for transformer block i-1, num_layers + 1 for anything above
+    (final norms, pooler)."""
+    m = _LAYER.search(name)
+    if m:
+        return int(m.group(1)) + 1
+    if "embed" in name:
+        return 0
+    return num_layers + 1
+
+
 def freeze_below_top_layers(model, top: int) -> list[str]:
     """model.train_layers: freeze the embeddings and every transformer layer below the last `top` (depths as
     the layer-wise learning rates count them); the layers above, final norms and the head stay trainable.
     Returns the frozen parameters' names."""
-    from toolkit.tasks.optimization import parameter_depth
-
     layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
     if not layers:
         raise ConfigError(
@@ -108,7 +122,7 @@ def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
     register_gemma_tagger(config.model_type)
     model = AutoModelForTokenClassification.from_pretrained(name, config=config)
     if cfg.attention == "bidirectional":
-        from toolkit.attention import make_bidirectional
+        from toolkit.models.attention import make_bidirectional
 
         make_bidirectional(model, cfg.bidirectional_layers)
     add_embedding_dropout(model, cfg.dropout.embedding)

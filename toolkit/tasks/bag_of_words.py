@@ -13,7 +13,7 @@ import numpy as np
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.infer.decisions import SegmentScores
-from toolkit.infer.linear import LinearSegmentClassifier, segment_inputs
+from toolkit.infer.segment_baseline import LinearSegmentClassifier, segment_inputs
 from toolkit.rundir import ModelMeta
 from toolkit.spans.segment_decoding import probability_logit, segment_starts, segment_targets
 from toolkit.spans.segments import segment_text

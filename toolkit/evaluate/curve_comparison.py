@@ -1,7 +1,7 @@
 """`toolkit compare --curves`: several runs' learning curves against their training budget.
 
 Each run trained with `eval.curve_docs` scored its own checkpoints on the first N dev documents
-(toolkit/tasks/curves.py). This puts the curves side by side: a table and a plot of clause-boundary
+(toolkit/tasks/learning_curve.py). This puts the curves side by side: a table and a plot of clause-boundary
 recall (both ends exact, and within +/-k words) against seconds of training steps, with 95% bootstrap
 CIs, each system's inference seconds per document, and every system's figure at the largest budget all
 of them reached. The runs must have scored the same documents; otherwise the comparison says nothing.

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.data.schema import SpanRecord
-from toolkit.evaluate.metrics import score
+from toolkit.evaluate.scorer import score
 from toolkit.registry.extraction import ExtractionRecipe
 
 CLOCK_FILE = "toolkit_clock.json"

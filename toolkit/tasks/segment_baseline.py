@@ -15,14 +15,14 @@ from pathlib import Path
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
-from toolkit.infer.linear import LINEAR_FILE, LinearSegmentClassifier
-from toolkit.registry.linear_segments import LinearSegmentsRecipe
+from toolkit.infer.segment_baseline import LINEAR_FILE, LinearSegmentClassifier
+from toolkit.registry.segment_baseline import LinearSegmentsRecipe
 from toolkit.rundir import MODEL_DIR, ModelMeta, start_run_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segments import segment_text
+from toolkit.tasks.bag_of_words import SegmentedDocument, fit_classifier, out_of_fold_scores, segment_documents, stacked
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, RunResult
-from toolkit.tasks.linear_model import SegmentedDocument, fit_classifier, out_of_fold_scores, segment_documents, stacked
 from toolkit.tasks.segment_scoring import best_thresholds, score_segment_model, tuning_note
 
 LINEAR = "linear"

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 from conftest import OVERFIT_FIVE, REPO, invoke
 
-from toolkit.config import load_recipe
 from toolkit.evaluate.evaluation import evaluate_run
+from toolkit.registry.recipes import load_recipe
 from toolkit.tasks import plan_recipe, run_recipe
 
 BASE = [*OVERFIT_FIVE, "eval.bootstrap=50"]

@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
-from toolkit.gemma import GEMMA_HUB_ID, gemma3_decoder
+from toolkit.models.gemma import GEMMA_HUB_ID, gemma3_decoder
 
 DEFAULT_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -1,0 +1,68 @@
+"""The `toolkit` command line: one module per command (spaCy's `cli/`), registered from the table below
+(litgpt's `__main__`). User errors print without a traceback and exit 1."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.markup import escape
+
+from toolkit.cli import (
+    bento,
+    check,
+    compare,
+    demo,
+    evaluate,
+    export,
+    export_data,
+    import_data,
+    predict,
+    recipes,
+    review,
+    run,
+    schema,
+    serve,
+    tune,
+)
+from toolkit.cli.common import err_console
+from toolkit.errors import ToolkitError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Fine-tune encoders and decoders to extract clauses and entities: check data, import/export, train, serve.",
+)
+# Command name -> its function, in the order `toolkit --help` lists them.
+COMMANDS = {
+    "check": check.check,
+    "import": import_data.import_,
+    "export-data": export_data.export_data,
+    "run": run.run,
+    "eval": evaluate.eval_,
+    "predict": predict.predict,
+    "review": review.review,
+    "compare": compare.compare_,
+    "tune": tune.tune,
+    "export": export.export_,
+    "serve": serve.serve,
+    "bento": bento.bento,
+    "schema": schema.schema,
+    "demo": demo.demo,
+}
+for _name, _command in COMMANDS.items():
+    app.command(_name)(_command)
+    if _name == "run":  # `recipes` lists right after `run`, as before
+        app.add_typer(recipes.app, name="recipes")
+
+
+def main() -> None:
+    try:
+        app()
+    except ToolkitError as exc:
+        err_console.print(f"[bold red]error:[/bold red] {escape(exc.render())}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
