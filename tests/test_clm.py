@@ -17,7 +17,7 @@ from toolkit.infer.prompts import build_prompt, build_target, parse_output
 from toolkit.infer.recovery import recover_offsets
 from toolkit.models.pretrained import load_tokenizer
 from toolkit.registry.recipes import load_recipe
-from toolkit.registry.sections import GenerationConfig
+from toolkit.registry.span_generation import GenerationConfig
 from toolkit.rundir import ModelMeta, open_run
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.tasks import plan_recipe, run_recipe

@@ -213,4 +213,4 @@ def test_the_linear_baseline_is_its_own_recipe():
     quiet = invoke(["run", "demo_segments_mlm", "--dry-run", "--linear-baseline", "segments.thresholds=out_of_fold"])
     assert quiet.exit_code == 0 and "warning" not in quiet.stderr
     refused = invoke(["run", "demo_mlm", "--dry-run", "--linear-baseline"])
-    assert refused.exit_code == 1 and "--linear-baseline fits the segment task's" in refused.stderr
+    assert refused.exit_code == 1 and "--linear-baseline fits a baseline" in refused.stderr

@@ -6,7 +6,7 @@ import pytest
 
 from toolkit.data.sample import SAMPLE_DIR
 from toolkit.models.pretrained import load_tokenizer
-from toolkit.registry.sections import GenerationConfig
+from toolkit.registry.span_generation import GenerationConfig
 from toolkit.rundir import ModelMeta, save_model_dir
 
 TEXTS = [json.loads(line)["text"] for line in (SAMPLE_DIR / "contracts_dev.jsonl").open()][:3]

@@ -61,7 +61,9 @@ def test_a_run_saved_before_the_task_registry_still_loads_and_predicts_the_same(
     import yaml
 
     from toolkit.infer import load_predictor
-    from toolkit.registry.sections import GenerationConfig, PretrainConfig, SegmentsConfig
+    from toolkit.registry.pretraining import PretrainConfig
+    from toolkit.registry.segment_classification import SegmentsConfig
+    from toolkit.registry.span_generation import GenerationConfig
 
     old = tmp_path / "old_run"
     shutil.copytree(tiny_mlm_run, old)

@@ -33,7 +33,7 @@ from toolkit.errors import ToolkitError
 from toolkit.registry import RecipeBase, Task, task_named
 from toolkit.registry.extraction import ExtractionRecipe
 from toolkit.registry.recipes import dump_recipe, load_saved_recipe
-from toolkit.registry.sections import GenerationConfig
+from toolkit.registry.span_generation import GenerationConfig
 from toolkit.scoring import SCORING
 from toolkit.spans.label_space import LabelSpace
 

@@ -5,11 +5,62 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from toolkit.registry.sections import MaskingConfig, ModelConfig, PretrainConfig, PretrainedModelConfig, TrainConfig
+from toolkit.registry.sections import ModelConfig, PretrainedModelConfig, Strict, TrainConfig
 from toolkit.registry.task import RecipeBase, Task
 from toolkit.scoring import PRETRAIN_SUMMARY
+
+
+class PretrainConfig(Strict):
+    """pretrain_mlm / pretrain_clm: domain-adaptive pre-training on unlabeled text."""
+
+    packing: bool = Field(
+        default=True,
+        description="Concatenate documents and cut blocks of model.max_length tokens (no padding); False: one window "
+        "per block.",
+    )
+    eval_blocks: int = Field(default=256, ge=1, description="Held-out blocks scored before and after (same blocks).")
+
+
+class MaskingConfig(PretrainConfig):
+    """pretrain_mlm: which tokens are masked (BERT: 15% selected; of those 80% [MASK], 10% random, 10% kept)."""
+
+    mlm_probability: float = Field(
+        default=0.15, gt=0, lt=1, description="Share of tokens selected for prediction (BERT: 0.15)."
+    )
+    mask_replace_prob: float = Field(
+        default=0.8, ge=0, le=1, description="Of the selected tokens, the share replaced by [MASK] (BERT: 0.8)."
+    )
+    random_replace_prob: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Of the selected tokens, the share replaced by a random token (BERT: 0.1); the rest stay "
+        "unchanged.",
+    )
+    whole_word_mask: bool = Field(default=False, description="Select whole words (every sub-token of a word together).")
+    eval_mlm_probability: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Selection rate of the held-out masks (default: mlm_probability). Fix it (e.g. 0.15) to compare "
+        "runs "
+        "trained at different rates on the same masks.",
+    )
+
+    @model_validator(mode="after")
+    def _rates(self) -> MaskingConfig:
+        if self.mask_replace_prob + self.random_replace_prob > 1:
+            raise ValueError("mask_replace_prob + random_replace_prob must not exceed 1 (the rest stay unchanged)")
+        if self.whole_word_mask and (self.mask_replace_prob != 1 or self.random_replace_prob != 0):
+            # transformers' whole-word masking replaces selected words by [MASK] only.
+            raise ValueError(
+                "whole_word_mask supports [MASK] replacement only: set pretrain.mask_replace_prob=1 and "
+                "pretrain.random_replace_prob=0"
+            )
+        return self
+
 
 NOT_EXPORTED = (
     "a domain-adapted base model extracts nothing by itself: fine-tune it first (model.name: its run's model/ folder)"

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ValidationError
 from toolkit.errors import ConfigError
 from toolkit.registry import RECIPE, TASKS, Recipe, RecipeBase, recipe_key  # noqa: F401 - Recipe re-exported
 from toolkit.registry.sections import DropoutConfig, LoraConfigModel, ModelConfig  # noqa: F401 - re-exported
-from toolkit.registry.segment_baseline import linear_baseline_data, linear_name
 
 
 def _section(model: type[BaseModel], key: str) -> type[BaseModel] | None:
@@ -135,11 +134,16 @@ def load_recipe(path: Path | str, overrides: list[str] | None = None, linear_bas
         raise ConfigError(f"{path}: a recipe is a YAML mapping", fix="see recipes/demo_mlm.yaml")
     if not linear_baseline:
         return recipe_from_dict(data, overrides, str(path))
-    # The overrides apply to the baseline's mapping (an encoder key is refused there), and a name given
-    # by an override gets the `_linear` suffix as a name in the file does, so the encoder's run is kept.
-    data = apply_overrides(linear_baseline_data(data), overrides)
-    data["name"] = linear_name(data.get("name"))
-    return recipe_from_dict(data, None, str(path))
+    task = TASKS.get(str(data.get("task")))
+    if task is None or task.baseline is None:
+        having = " or ".join(t.name for t in TASKS.values() if t.baseline)
+        raise ConfigError(
+            f"--linear-baseline fits a baseline, which only {having} recipes have; this recipe's task is "
+            f"{data.get('task')}",
+            fix=f"pass a {having} recipe",
+        )
+    baseline = task.baseline_data(data, lambda mapping: apply_overrides(mapping, overrides))
+    return recipe_from_dict(baseline, None, str(path))
 
 
 def _accepted_only(data: dict, model: type[BaseModel]) -> dict:

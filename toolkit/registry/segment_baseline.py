@@ -9,8 +9,20 @@ from pydantic import Field, model_validator
 
 from toolkit.errors import ConfigError
 from toolkit.registry.extraction import ExtractionRecipe
-from toolkit.registry.sections import LinearModelConfig, SegmentDecisionConfig
+from toolkit.registry.sections import Strict
+from toolkit.registry.segment_classification import SegmentDecisionConfig
 from toolkit.registry.task import RecipeBase, Task
+
+
+class LinearModelConfig(Strict):
+    """The segment task's bag-of-words baseline: TF-IDF and a logistic regression per label (scikit-learn)."""
+
+    kind: Literal["linear"] = Field(description="linear: the bag-of-words baseline (no transformer, no training loop).")
+
+    @property
+    def name(self) -> str:
+        """What run records and tables show as the model."""
+        return self.kind
 
 
 class LinearSegmentsRecipe(ExtractionRecipe):
@@ -50,6 +62,15 @@ def linear_baseline_data(data: dict) -> dict:
         "model": {"kind": "linear"},
         "segments": segments,
     }
+
+
+def baseline_recipe_data(data: dict, apply_overrides) -> dict:
+    """`--linear-baseline` (the segment Task's baseline hook): the overrides apply to the baseline's mapping (an
+    encoder key is refused there), and a name given by an override gets the `_linear` suffix as a name in the
+    file does, so the encoder's run is kept."""
+    baseline = apply_overrides(linear_baseline_data(data))
+    baseline["name"] = linear_name(baseline.get("name"))
+    return baseline
 
 
 def linear_name(name: object) -> str:

@@ -8,8 +8,170 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
-from toolkit.registry.sections import ClassifierModelConfig, SegmentsConfig, TrainConfig, WindowsConfig
+from toolkit.registry.sections import ClassifierModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
+from toolkit.scoring import SCORING
+
+
+class HardNegativesConfig(Strict):
+    """After training, score clause-free training windows that `windows.negative_ratio` left out, add those
+    where the model fires, and train on, so the model learns from the text it confuses with clauses."""
+
+    pool: int = Field(
+        default=4000,
+        ge=1,
+        description="Left-out clause-free windows sampled and scored (about one dev evaluation per 4,000).",
+    )
+    min_score: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="A window is a hard negative when one of its segments scores at least this for a label.",
+    )
+    max_windows: int | None = Field(
+        default=None,
+        ge=1,
+        description="Keep at most this many, highest scores first (default: as many as negative_ratio kept).",
+    )
+    epochs: float = Field(
+        default=1.0,
+        gt=0,
+        description="Epochs of continued training on the clause windows, the sampled negatives and the mined ones.",
+    )
+    choose: Literal["hardest", "random"] = Field(
+        default="hardest",
+        description=(
+            "random: as many left-out windows as would be mined, drawn at random (the control that tells mining from "
+            "more data)."
+        ),
+    )
+
+
+class SegmentDecisionConfig(Strict):
+    """How segments are labeled for training and decided at inference (every segment model)."""
+
+    min_overlap: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="A segment is positive for a label when this share of its characters lies in a span of it.",
+    )
+    thresholds: Literal["tuned", "out_of_fold", "held_out", "fixed"] = Field(
+        default="tuned",
+        description=(
+            "Per-label thresholds saved with the model. tuned: chosen on dev (dev figures cross-fitted over its two "
+            "halves); out_of_fold: chosen on the training documents' out-of-fold scores (segments.folds folds; the "
+            "linear baseline); held_out: chosen on a share of the training documents (segments.held_out_share) the "
+            "encoder does not train on; with either, dev only reports. fixed: "
+            f"{SCORING.decision_threshold} for every label."
+        ),
+    )
+    folds: int = Field(default=5, ge=2, description="out_of_fold and linear_prior: folds of the training documents.")
+    held_out_share: float = Field(
+        default=0.1,
+        gt=0,
+        le=0.5,
+        description="thresholds=held_out: the share of training documents kept out of training to choose them on.",
+    )
+    clause_starts: bool = Field(
+        default=False,
+        description=(
+            "B/I/O over segments: the linear model also learns, per label, whether a clause segment begins a clause, "
+            "and a run of positive segments splits where one does, so adjacent clauses of one label stay apart "
+            "(the linear baseline, or an encoder with segments.linear_prior)."
+        ),
+    )
+
+
+class SegmentsConfig(SegmentDecisionConfig):
+    """segment_classification with an encoder: also the loss and hard-negative mining."""
+
+    loss_weights: Literal["none", "balanced"] = Field(
+        default="balanced", description="balanced: positives weighted by negatives/positives per label (capped at 100)."
+    )
+    focal_gamma: float = Field(default=0.0, ge=0, description="Focal loss exponent (0: plain binary cross-entropy).")
+    hard_negatives: HardNegativesConfig | None = Field(
+        default=None, description="Hard-negative mining after training (off when absent)."
+    )
+    linear_prior: bool = Field(
+        default=False,
+        description=(
+            "Lexical and neural evidence in one model: the linear baseline (TF-IDF + logistic regression) is fitted "
+            "on the training documents and its per-label logit is added to each segment's logit, so the encoder "
+            "learns a correction to it. Training documents get out-of-fold logits (segments.folds folds), so the "
+            "encoder learns how far to trust the linear model on text it has not seen."
+        ),
+    )
+    combination: Literal["sum", "fitted"] = Field(
+        default="sum",
+        description=(
+            "With segments.linear_prior, how the encoder's and the linear model's logits make the final score. sum: "
+            "added (the prior the encoder trains against). fitted: per label, a logistic regression over the two "
+            "logits and a threshold, fitted on the training documents held out of training "
+            "(segments.thresholds=held_out); a label where the encoder does not raise the held-out Jaccard F1 "
+            "(cross-fitted over two halves of them), or its logit fails a likelihood-ratio test against the linear "
+            "one, falls back to the linear model alone at its out-of-fold threshold. Training's evaluations and "
+            "best checkpoint then read those documents too, so dev only reports."
+        ),
+    )
+    encoder_input: Literal["windows", "segments"] = Field(
+        default="windows",
+        description=(
+            "What the encoder reads. windows: model.max_length-token windows over the document, a segment's logit the "
+            "mean over its tokens (the linear prior, if any, added while it trains). segments: one input per segment "
+            "(its first segments.segment_tokens tokens with segments.context_tokens on either side), the encoder a "
+            "segment classifier of its own (no linear logit added while it trains), every positive segment and "
+            "segments.negatives_per_positive sampled negatives per epoch, drawn anew each epoch and batched by length; "
+            "with train.early_stopping_patience it trains until the held-out segments' macro AUPR stops improving, "
+            "at most train.epochs epochs."
+        ),
+    )
+    segment_tokens: int = Field(
+        default=96, ge=1, description="encoder_input=segments: a segment's tokens read (from its start)."
+    )
+    context_tokens: int = Field(
+        default=16,
+        ge=0,
+        description="encoder_input=segments: tokens of the surrounding text on either side (read, never labelled).",
+    )
+    negatives_per_positive: float | None = Field(
+        default=3,
+        ge=0,
+        description=(
+            "encoder_input=segments: clause-free segments sampled per positive segment each epoch (None: every "
+            "segment, every epoch)."
+        ),
+    )
+    cache_frozen_layers: bool = Field(
+        default=True,
+        description=(
+            "encoder_input=segments with model.train_layers: the embeddings and frozen lower layers are run once per "
+            "input (in eval mode, so without their dropout) and their hidden states replayed in later epochs and "
+            "evaluations; only the trainable top layers run each step."
+        ),
+    )
+    evaluation_negatives: int | None = Field(
+        default=2000,
+        ge=1,
+        description=(
+            "encoder_input=segments: the evaluation after each epoch reads every held-out positive segment and at most "
+            "this many held-out clause-free ones, drawn once; their AUPR weighs each drawn negative by how many it "
+            "stands for, so it estimates the AUPR over every held-out segment at a fraction of the cost (None: every "
+            "segment, and the Jaccard figures of the held-out documents beside it)."
+        ),
+    )
+    min_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "A training budget sized to the data: at least this many optimizer steps, train.epochs raised to reach "
+            "them on a small set (at most segments.max_epochs epochs); with train.early_stopping_patience, stopped "
+            "where the evaluation set stops improving."
+        ),
+    )
+    max_epochs: float = Field(
+        default=10, gt=0, description="segments.min_steps: the most epochs it may raise train.epochs to."
+    )
 
 
 class SegmentClassificationRecipe(ExtractionRecipe):
@@ -103,4 +265,5 @@ TASK = Task(
     outputs="segment_scores",
     pipeline_tag="text-classification",
     speed_docs=8,
+    baseline="toolkit.registry.segment_baseline:baseline_recipe_data",
 )

@@ -7,8 +7,79 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
-from toolkit.registry.sections import DecoderModelConfig, GenerationConfig, TrainConfig, WindowsConfig
+from toolkit.registry.sections import ModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
+
+
+class DecoderModelConfig(ModelConfig):
+    """span_generation: a causal LM."""
+
+    quantization: Literal["none", "4bit"] = Field(
+        default="none", description="4bit: QLoRA (needs model.lora.enabled, a CUDA device and bitsandbytes)."
+    )
+
+    @model_validator(mode="after")
+    def _qlora_needs_lora(self) -> DecoderModelConfig:
+        if self.quantization == "4bit" and not self.lora.enabled:
+            raise ValueError("model.quantization=4bit is QLoRA: set model.lora.enabled=true")
+        return self
+
+
+class SelectorConfig(Strict):
+    """span_generation: which windows the decoder reads (toolkit/infer/selector.py)."""
+
+    kind: Literal["none", "linear"] = Field(
+        default="none",
+        description="linear: TF-IDF + logistic regression over window text, fitted on the training windows.",
+    )
+    recall: float = Field(
+        default=0.95,
+        gt=0,
+        le=1,
+        description="Share of training windows with spans the selector keeps (3-fold cross-validation sets its "
+        "threshold).",
+    )
+
+
+class GenerationConfig(Strict):
+    """span_generation: how spans are written, generated and mapped back to the text."""
+
+    target: Literal["text", "anchors", "segments"] = Field(
+        default="text",
+        description="text: each span copied verbatim; anchors: its first and last words; segments: the numbers of the "
+        "window's segments it covers (toolkit/infer/completions.py).",
+    )
+    anchor_words: int = Field(
+        default=4, ge=1, description="anchors: words at each end of a span (shorter spans are written whole)."
+    )
+    min_overlap: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="segments: a segment belongs to a span when this share of its characters lies in it.",
+    )
+    selector: SelectorConfig = Field(
+        default_factory=SelectorConfig, description="Which windows the decoder reads (default: all)."
+    )
+    max_new_tokens: int = Field(default=128, ge=1, description="Generation budget per window.")
+    batch_size: int = Field(default=8, ge=1, description="Windows generated together (left-padded).")
+    constrained: bool = Field(
+        default=False,
+        description="Constrained decoding: a completion can only name text (or segments) its window holds.",
+    )
+    precision: Literal["fp32", "prefer_bf16"] = Field(
+        default="fp32",
+        description=(
+            "Inference: prefer_bf16 generates with the weights in bf16 on machines with bf16 units (CUDA, "
+            "avx512_bf16, amx_bf16), fp32 elsewhere. Spans can differ from fp32's (docs/benchmarks.md at 0ea11c2)."
+        ),
+    )
+    min_similarity: float = Field(
+        default=90.0, ge=0, le=100, description="Fuzzy offset recovery threshold (rapidfuzz partial ratio, 0-100)."
+    )
+    chat_template: bool = Field(
+        default=False, description="Wrap prompt and target in the tokenizer's chat template (instruction-tuned models)."
+    )
 
 
 class SpanGenerationRecipe(ExtractionRecipe):

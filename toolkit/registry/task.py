@@ -89,6 +89,9 @@ class Task:
     not_exported: str | None = None  # why `toolkit export` refuses it (None: it exports)
     speed_docs: int = 8  # documents export times one at a time per path
     onnx_task: str = "token-classification"  # optimum's task name for the ONNX graph
+    # "module:function": (a recipe mapping, a function applying the command line's overrides) -> its baseline's
+    # mapping (`toolkit run --linear-baseline`); None: the task has no baseline
+    baseline: str | None = None
 
     @property
     def key(self) -> str:
@@ -104,3 +107,7 @@ class Task:
 
     def predictor_class(self) -> type | None:
         return _attribute(self.predictor) if self.predictor else None
+
+    def baseline_data(self, data: dict, apply_overrides) -> dict | None:
+        """A recipe mapping of this task as its baseline's, overrides applied (None: the task has no baseline)."""
+        return _attribute(self.baseline)(data, apply_overrides) if self.baseline else None

@@ -38,8 +38,7 @@ from toolkit.infer.segment_baseline import LINEAR_FILE, STARTS_FILE, LinearSegme
 from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.models.building import build_segment_model
 from toolkit.models.runtimes import preferred_autocast
-from toolkit.registry.sections import HardNegativesConfig
-from toolkit.registry.segment_classification import SegmentClassificationRecipe
+from toolkit.registry.segment_classification import HardNegativesConfig, SegmentClassificationRecipe
 from toolkit.rundir import MODEL_DIR, ModelMeta, load_meta, save_model_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segment_decoding import probability_logit, segment_targets, sigmoid
