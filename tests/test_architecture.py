@@ -175,3 +175,11 @@ def test_a_planted_export_path_branch_is_found():
     )
     assert path_name_uses(planted) == [2, 4, 5]
     assert path_name_uses('"""An onnx_int8 artifact."""\nHELP = "export with --precision onnx_fp32"\n') == []
+
+
+def test_modules_stay_small_and_the_top_level_holds_few():
+    """A module over 450 lines holds more than one job; loose modules at the top belong in a package."""
+    long = {str(p.relative_to(REPO)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 450}
+    assert long == {}, f"split these along a responsibility: {long}"
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(loose) <= 8, f"group these into packages: {loose}"

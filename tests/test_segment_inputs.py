@@ -74,7 +74,7 @@ def test_the_evaluation_sample_keeps_every_positive_and_weighs_negatives_to_esti
     import numpy as np
 
     from toolkit.tasks.features import SegmentWindows
-    from toolkit.tasks.segment_classification import evaluation_sample, segment_macro_aupr
+    from toolkit.tasks.segment_trainer import evaluation_sample, segment_macro_aupr
 
     rng = np.random.default_rng(0)
     n = 20000

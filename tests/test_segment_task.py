@@ -173,7 +173,7 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
 
 def test_hold_out_draws_a_share_of_the_training_documents_by_seed():
     from toolkit.errors import ToolkitError
-    from toolkit.tasks.segment_classification import hold_out
+    from toolkit.tasks.segment_held_out import hold_out
 
     kept, held = hold_out(20, 0.1, seed=13)
     assert len(held) == 2 and sorted(kept + held) == list(range(20)) and not set(kept) & set(held)
@@ -192,7 +192,7 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
     from toolkit.registry.segment_baseline import linear_baseline_of
     from toolkit.tasks import run_recipe
     from toolkit.tasks.bag_of_words import fit_linear_prior
-    from toolkit.tasks.segment_classification import hold_out
+    from toolkit.tasks.segment_held_out import hold_out
 
     overrides = [
         f"model.name={tiny_bert}",

@@ -3,26 +3,18 @@
 clause of that label; consecutive positive segments become one span.
 
 Reads top to bottom: `SegmentClassification` prepares windows with segment targets and a token
-classifier with one logit per label; trains a segment's mean token logit with binary cross-entropy
-(positives weighted per label, or focal loss); saves; then scores the saved model on the dev documents
-with the same `SegmentClassifier` that `toolkit eval` and the service use, chooses per-label thresholds
-on dev (saved with the model), and reports the dev figures at thresholds cross-fitted over two halves
-of dev, so the figures are not scored on the documents that chose them. Each evaluation during training
-also reports macro AUPR and Jaccard at cross-fitted thresholds (the learning curve a threshold at 0.5
-would hide), and the best checkpoint is the one with the best cross-fitted Jaccard F1.
-
-With `segments.thresholds: held_out`, a share of the training documents is kept out of training and the
-thresholds are chosen on them instead (`held_out_thresholds`), so dev only reports.
-
-With `segments.hard_negatives`, training has a second stage: the trained model scores clause-free
-training windows that `windows.negative_ratio` left out, the ones where it fires join the training set,
-and training continues on them (`train`).
+classifier with one logit per label; trains it (`segment_trainer.py`); saves; then scores the saved model on
+the dev documents with the same `SegmentClassifier` that `toolkit eval` and the service use, chooses per-label
+thresholds on dev (saved with the model), and reports the dev figures at thresholds cross-fitted over two
+halves of dev, so the figures are not scored on the documents that chose them. With `segments.thresholds:
+held_out`, thresholds are chosen on training documents kept out of training instead (`segment_held_out.py`),
+so dev only reports. With `segments.hard_negatives`, training has a second stage on the clause-free training
+windows where the trained model fires (`train`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,30 +23,27 @@ import numpy as np
 
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
-from toolkit.errors import ToolkitError
 from toolkit.evaluate.scorer import score
 from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.segment_baseline import LINEAR_FILE, STARTS_FILE, LinearSegmentClassifier
 from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.models.building import build_segment_model
 from toolkit.models.runtimes import preferred_autocast
-from toolkit.registry.segment_classification import HardNegativesConfig, SegmentClassificationRecipe
+from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import MODEL_DIR, ModelMeta, load_meta, save_model_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
-from toolkit.spans.segment_decoding import probability_logit, segment_targets, sigmoid
+from toolkit.spans.segment_decoding import sigmoid
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.bag_of_words import fit_linear_prior
-from toolkit.tasks.combination import Combination, HeldOutEvidence, fit_combination
 from toolkit.tasks.features import (
     FeatureReport,
-    SegmentEpochSampler,
     SegmentWindows,
-    choose_hard_negatives,
     labels_to_learn,
     segment_features,
     segment_input_features,
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
+from toolkit.tasks.segment_held_out import fit_held_out_combination, held_out_thresholds, hold_out
 from toolkit.tasks.segment_scoring import (
     best_thresholds,
     cross_fitted_summary,
@@ -64,325 +53,22 @@ from toolkit.tasks.segment_scoring import (
     sweep_and_cross_fit,
     tuning_note,
 )
+from toolkit.tasks.segment_trainer import (
+    ENCODER_SELECTION,
+    encoder_training,
+    epoch_sampler,
+    evaluation_sample,
+    examples_per_epoch,
+    frozen_cache,
+    mine_hard_negatives,
+    planned_epochs,
+    positive_weights,
+    segment_collator,
+    segment_dataset,
+    segment_macro_aupr,
+    segment_trainer_class,
+)
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
-
-# segments.encoder_input=segments: the evaluation key that chooses the checkpoint and stops training.
-ENCODER_SELECTION = "encoder_segment_aupr"
-
-
-def segment_macro_aupr(targets: np.ndarray, logits: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """Mean over labels with a positive segment of the average precision of the segments ranked by logit, each
-    segment weighted by how many it stands for (`evaluation_sample`)."""
-    from sklearn.metrics import average_precision_score
-
-    values = [
-        average_precision_score(targets[:, j], logits[:, j], sample_weight=weights)
-        for j in range(targets.shape[1])
-        if targets[:, j].any()
-    ]
-    return float(np.mean(values)) if values else 0.0
-
-
-def evaluation_sample(
-    evaluated: SegmentWindows, negatives: int | None, seed: int
-) -> tuple[SegmentWindows, np.ndarray | None]:
-    """segments.evaluation_negatives: every positive input and at most `negatives` clause-free ones drawn once,
-    in order, with weights (1 for a positive, all negatives over drawn ones for a drawn negative) under which
-    the sample's AUPR estimates the AUPR over every input; (every input, None) when nothing needs drawing."""
-    positive = [any(rows[0]) for rows in evaluated.segment_labels]
-    pool = [i for i, p in enumerate(positive) if not p]
-    if negatives is None or len(pool) <= negatives:
-        return evaluated, None
-    drawn = set(random.Random(seed).sample(pool, negatives))
-    keep = [i for i, p in enumerate(positive) if p or i in drawn]
-    weights = np.asarray([1.0 if positive[i] else len(pool) / negatives for i in keep])
-    return evaluated.subset(keep), weights
-
-
-def positive_weights(choice: str, labels: list[str], segment_labels: list[list[list[int]]]) -> list[float] | None:
-    """'balanced': per label, negatives over positives among the training segments (capped at 100), so
-    a rare clause type weighs as much as the text around it; 'none': plain BCE."""
-    if choice != "balanced":
-        return None
-    pos = [0] * len(labels)
-    total = 0
-    for rows in segment_labels:
-        for row in rows:
-            total += 1
-            for j, v in enumerate(row):
-                pos[j] += v
-    return [min(100.0, (total - p) / p) if p else 1.0 for p in pos]
-
-
-def _collator(tokenizer):
-    import torch
-
-    # Per-window segment tables have different sizes; the transformers collators pad 1-D labels only.
-    def collate(features):
-        local = [f.pop("segment_ids") for f in features]
-        rows = [f.pop("segment_labels") for f in features]
-        priors = [f.pop("segment_priors") for f in features] if "segment_priors" in features[0] else None
-        batch = tokenizer.pad(features, return_tensors="pt", pad_to_multiple_of=8)
-        width = batch["input_ids"].shape[1]
-        n_labels = len(next((r[0] for r in rows if r), [0]))
-        most = max(1, max(len(r) for r in rows))
-        ids = torch.full((len(local), width), -100, dtype=torch.long)
-        labels = torch.full((len(rows), most, n_labels), -100, dtype=torch.long)
-        for i, (tok, seg) in enumerate(zip(local, rows)):
-            ids[i, : len(tok)] = torch.tensor(tok, dtype=torch.long)
-            if seg:
-                labels[i, : len(seg)] = torch.tensor(seg, dtype=torch.long)
-        batch["segment_ids"], batch["labels"] = ids, labels
-        if priors is not None:
-            batch["segment_priors"] = torch.zeros((len(rows), most, n_labels))
-            for i, prior in enumerate(priors):
-                if prior:
-                    batch["segment_priors"][i, : len(prior)] = torch.tensor(prior, dtype=torch.float)
-        return batch
-
-    return collate
-
-
-def _trainer_class():
-    import torch
-    from transformers import Trainer
-
-    class SegmentTrainer(Trainer):
-        """Binary cross-entropy (or focal loss) on each segment's mean token logit, per label."""
-
-        def __init__(
-            self, *args, pos_weight=None, focal_gamma: float = 0.0, epoch_sampler=None, frozen_cache=None, **kwargs
-        ):
-            super().__init__(*args, **kwargs)
-            self.pos_weight = torch.tensor(pos_weight, dtype=torch.float) if pos_weight else None
-            self.focal_gamma = focal_gamma
-            self.epoch_sampler = epoch_sampler
-            self.frozen_cache = frozen_cache  # segments.cache_frozen_layers: the frozen part replayed
-            self.model_accepts_loss_kwargs = False  # a per-batch mean: the Trainer scales it for accumulation
-
-        def _get_train_sampler(self, *args, **kwargs):
-            # segments.encoder_input=segments: fresh negatives each epoch, batched by length (SegmentEpochSampler).
-            return self.epoch_sampler if self.epoch_sampler is not None else super()._get_train_sampler(*args, **kwargs)
-
-        def _get_eval_sampler(self, eval_dataset):
-            # Predictions map back to documents by position: evaluation stays in order (see token_classification).
-            return torch.utils.data.SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            labels, local = inputs.pop("labels"), inputs.pop("segment_ids")
-            priors = inputs.pop("segment_priors", None)
-            outputs = model(**inputs) if self.frozen_cache is None else self.frozen_cache.forward(model, inputs)
-            logits = outputs.logits.float()
-            batch, width, n_labels = logits.shape
-            most = labels.shape[1]
-            valid = local >= 0
-            # Scatter-mean of token logits into segment slots (slot `most` collects non-segment tokens).
-            slot = torch.where(valid, local, torch.full_like(local, most)) + torch.arange(batch, device=local.device)[
-                :, None
-            ] * (most + 1)
-            sums = torch.zeros(batch * (most + 1), n_labels, device=logits.device).index_add(
-                0, slot.view(-1), logits.view(-1, n_labels)
-            )
-            counts = torch.zeros(batch * (most + 1), device=logits.device).index_add(
-                0, slot.view(-1), valid.view(-1).float()
-            )
-            seg_logits = (sums / counts.clamp_min(1)[:, None]).view(batch, most + 1, n_labels)[:, :most]
-            if priors is not None:  # segments.linear_prior: the model learns a correction to the linear logit
-                seg_logits = seg_logits + priors.to(seg_logits.device)
-            keep = (labels >= 0) & (counts.view(batch, most + 1)[:, :most] > 0)[..., None]
-            target = labels.clamp_min(0).float()
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(seg_logits, target, reduction="none")
-            if self.focal_gamma:
-                p_true = torch.exp(-loss)
-                loss = loss * (1 - p_true) ** self.focal_gamma
-            if self.pos_weight is not None:
-                loss = loss * torch.where(target > 0, self.pos_weight.to(loss.device), torch.ones_like(target))
-            loss = (loss * keep).sum() / keep.sum().clamp_min(1)
-            return (loss, outputs) if return_outputs else loss
-
-    return SegmentTrainer
-
-
-def mine_hard_negatives(
-    trainer, p: SegmentPrepared, hard: HardNegativesConfig, seed: int
-) -> tuple[SegmentWindows, dict]:
-    """Score a sample of the left-out clause-free training windows with the trained model; return those
-    where a segment reaches hard.min_score (highest first, capped) and what was scored and added."""
-    from toolkit.spans.segment_decoding import best_segment_probability
-
-    chosen_pool = sorted(
-        random.Random(seed).sample(range(len(p.left_out.windows)), min(hard.pool, len(p.left_out.windows)))
-    )
-    pool = p.left_out.subset(chosen_pool)
-    scores: list[float] = []
-    if pool.windows:
-        compute_metrics, trainer.compute_metrics = (
-            trainer.compute_metrics,
-            None,
-        )  # dev decoding does not apply to the pool
-        try:
-            logits = trainer.predict(_dataset(pool)).predictions
-        finally:
-            trainer.compute_metrics = compute_metrics
-        logits = logits[0] if isinstance(logits, tuple) else logits
-        scores = [
-            best_segment_probability(ids, logits[i, : len(ids)], pool.priors[i] if pool.priors else None)
-            for i, ids in enumerate(pool.local_ids)
-        ]
-    limit = hard.max_windows or p.train_report.negative_windows_kept or len(pool.windows)
-    chosen = choose_hard_negatives(scores, hard.min_score, limit, hard.choose, seed)
-    info = {
-        "pool_available": len(p.left_out.windows),
-        "pool_scored": len(pool.windows),
-        "fired": sum(v >= hard.min_score for v in scores),
-        "added": len(chosen),
-        "choose": hard.choose,
-        "min_score": hard.min_score,
-        "epochs": hard.epochs,
-    }
-    return pool.subset(chosen), info
-
-
-def hold_out(n: int, share: float, seed: int) -> tuple[list[int], list[int]]:
-    """Indices of `n` training documents: the ones to train on and the `share` held out (at least one each),
-    drawn by `seed`, each list in document order."""
-    if n < 2:
-        raise ToolkitError(
-            f"segments.thresholds=held_out needs at least 2 training documents; data.train has {n}",
-            fix="add training documents, or use segments.thresholds=tuned",
-        )
-    count = min(n - 1, max(1, round(n * share)))
-    held = sorted(random.Random(seed).sample(range(n), count))
-    chosen = set(held)
-    return [i for i in range(n) if i not in chosen], held
-
-
-def held_out_thresholds(
-    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: SegmentPrepared
-) -> tuple[list[float], str]:
-    """thresholds=held_out: per-label thresholds with the best Jaccard F1 on the training documents the
-    encoder did not train on (with the linear prior's out-of-fold scores of them), so dev only reports."""
-    records = p.threshold_records
-    texts = [r.text for r in records]
-    scores = classifier.score(texts, recipe.train.eval_batch_size, p.threshold_priors)
-    thresholds = best_thresholds(scores, records, p.labels, recipe.eval.jaccard_threshold)
-    return thresholds, f"chosen on {len(records)} training documents held out of training"
-
-
-def epoch_sampler(recipe: SegmentClassificationRecipe, train: SegmentWindows) -> SegmentEpochSampler | None:
-    """segments.encoder_input=segments: each epoch's positives and fresh negatives, batched by length."""
-    if recipe.segments.encoder_input != "segments":
-        return None
-    return SegmentEpochSampler(
-        [any(rows[0]) for rows in train.segment_labels],
-        [len(w.input_ids) for w in train.windows],
-        recipe.segments.negatives_per_positive,
-        recipe.train.batch_size,
-        recipe.seed,
-    )
-
-
-def frozen_cache(recipe: SegmentClassificationRecipe, model):
-    """segments.cache_frozen_layers with model.train_layers: the frozen part's states, computed once per input."""
-    top = recipe.model.train_layers
-    if top is None or not recipe.segments.cache_frozen_layers:
-        return None
-    from toolkit.tasks.frozen_layers import FrozenLayerCache
-
-    return FrozenLayerCache(model, int(model.config.num_hidden_layers) - top)
-
-
-def examples_per_epoch(recipe: SegmentClassificationRecipe, train: SegmentWindows) -> int:
-    sampler = epoch_sampler(recipe, train)
-    return len(train.windows) if sampler is None else len(sampler)
-
-
-def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
-    """train.epochs, raised on a small set to reach segments.min_steps optimizer steps (at most
-    segments.max_epochs): a budget that follows the data rather than one fixed pass."""
-    s, epochs = recipe.segments, recipe.train.epochs
-    if s.min_steps is None:
-        return epochs
-    return max(epochs, min(s.max_epochs, s.min_steps / steps_per_epoch(windows, recipe)))
-
-
-def fit_held_out_combination(
-    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: SegmentPrepared
-) -> tuple[Combination, list[float]]:
-    """combination=fitted: the saved encoder's own logits and the linear prior's out-of-fold logits of the
-    held-out training documents, and per label the combination of the two fitted on them (or the linear
-    model alone where the encoder does not help there); also the encoder alone's thresholds, chosen on them."""
-    records = p.threshold_records
-    texts = [r.text for r in records]
-    segments, encoder = classifier.score_encoder(texts, recipe.train.eval_batch_size)
-    priors = p.threshold_priors
-    evidence = HeldOutEvidence(
-        texts,
-        [r.spans for r in records],
-        segments,
-        [
-            np.asarray(segment_targets(segs, r.spans, p.labels, recipe.segments.min_overlap), dtype=int).reshape(
-                len(segs), len(p.labels)
-            )
-            for segs, r in zip(segments, records)
-        ],
-        encoder,
-        [probability_logit(x) for x in priors.probabilities],
-        priors.starts,
-    )
-    combination = fit_combination(
-        evidence, p.labels, p.linear_thresholds, recipe.eval.jaccard_threshold, seed=recipe.seed
-    )
-    alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
-    return combination, best_thresholds(alone, records, p.labels, recipe.eval.jaccard_threshold)
-
-
-def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained) -> dict:
-    """segments.encoder_input=segments: the encoder's held-out curve (one point per evaluation), its best
-    epoch, and what ended training: the plateau (train.early_stopping_patience evaluations without a better
-    held-out AUPR), the epoch cap (train.epochs) or the time budget (train.max_seconds)."""
-    key = f"eval_{ENCODER_SELECTION}"
-    also = {"macro_aupr": "eval_macro_aupr", "tuned_jaccard_f1": "eval_tuned_jaccard_f1"}  # every segment read
-    curve = [
-        {
-            "epoch": round(e["epoch"], 2),
-            "segment_aupr": round(e[key], 4),
-            **{name: round(e[logged], 4) for name, logged in also.items() if logged in e},
-        }
-        for e in trained.span.log
-        if key in e
-    ]
-    best = max(curve, key=lambda c: c["segment_aupr"], default=None)
-    if trained.clock.stopped_by_budget:
-        ended = "time budget (train.max_seconds)"
-    elif trained.span.epochs_completed < recipe.train.epochs - 1e-6:
-        ended = f"plateau ({recipe.train.early_stopping_patience} evaluations without a better held-out AUPR)"
-    else:
-        ended = f"epoch cap (train.epochs={recipe.train.epochs:g})"
-    last = curve[-2:] if len(curve) >= 2 else []
-    return {
-        "ended_by": ended,
-        "epochs": round(trained.span.epochs_completed, 2),
-        "best_epoch": best["epoch"] if best else None,
-        "held_out_curve": curve,
-        # how steep the curve still was when training ended: the last evaluation's gain over the one before
-        "last_gain": round(last[1]["segment_aupr"] - last[0]["segment_aupr"], 4) if last else None,
-        "seconds": round(trained.span.seconds, 1),
-    }
-
-
-def _dataset(features: SegmentWindows):
-    from datasets import Dataset
-
-    columns = {
-        "input_ids": [w.input_ids for w in features.windows],
-        "attention_mask": [[1] * len(w.input_ids) for w in features.windows],
-        "segment_ids": features.local_ids,
-        "segment_labels": features.segment_labels,
-    }
-    if features.priors is not None:
-        columns["segment_priors"] = features.priors
-    return Dataset.from_dict(columns)
 
 
 @dataclass
@@ -614,12 +300,12 @@ class SegmentClassification(Flow):
             args.num_train_epochs, args.max_steps = s.hard_negatives.epochs, -1
         else:
             args.num_train_epochs = planned_epochs(recipe, examples_per_epoch(recipe, p.train))
-        return _trainer_class()(
+        return segment_trainer_class()(
             model=p.model,
             args=args,
-            train_dataset=_dataset(train or p.train),
-            eval_dataset=_dataset(evaluated),
-            data_collator=_collator(p.tokenizer),
+            train_dataset=segment_dataset(train or p.train),
+            eval_dataset=segment_dataset(evaluated),
+            data_collator=segment_collator(p.tokenizer),
             compute_metrics=compute_metrics,
             callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
             pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
