@@ -64,7 +64,7 @@ def run_baseline(recipe, out_dir: Path) -> dict:
     from toolkit.spans.windows import Window
     from toolkit.tasks.features import labels_to_learn
 
-    train_records, dev_records = load_splits(recipe)
+    train_records, dev_records = load_splits(recipe.data, recipe.seed)
     labels = labels_to_learn(recipe, train_records)
     train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
     space = flat = LabelSpace(tuple(labels), False, False)

@@ -12,7 +12,7 @@ Each revision is checked out into its own worktree and runs, with its own code:
 
 Then, per output: predictions, hallucinations and saved weights byte for byte; metrics.json, and each
 manifest's parity section, byte for byte once the fields that measure time or memory are set equal; and the
-served answers. Exit 1 when anything differs. `--reuse` keeps a revision's outputs from an earlier call.
+served answers. Exit 1 when anything differs. `--reuse` keeps a revision's outputs from an earlier call, step by step.
 """
 
 from __future__ import annotations
@@ -88,12 +88,16 @@ for port, name in enumerate(sys.argv[3:], start=int(sys.argv[2])):
 """
 
 
-def run_revision(repo: Path, rev: str, out: Path, port: int) -> None:
+def run_revision(repo: Path, rev: str, out: Path, port: int, keep: bool = False) -> None:
+    """Every output of `rev` under `out`; `keep`: a step whose output is there from an earlier call is not run
+    again."""
     tree = out / "tree"
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "--force", "--detach", str(tree), rev], check=True)
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
 
-    def toolkit(*args: str, log: str, check: bool = True) -> int:
+    def toolkit(*args: str, log: str, check: bool = True, output: Path | None = None) -> int:
+        if keep and output is not None and output.exists():
+            return 0
         with open(out / f"{log}.log", "w") as handle:
             done = subprocess.run(
                 [sys.executable, "-m", "toolkit", *args], cwd=tree, env=env, stdout=handle, stderr=handle
@@ -103,28 +107,34 @@ def run_revision(repo: Path, rev: str, out: Path, port: int) -> None:
         return done.returncode
 
     runs, dev = out / "runs", "sample:contracts_dev"
+    dev_file = str(tree / "toolkit" / "data" / "sample" / "contracts_dev.jsonl")  # predict reads files
     for name in RECIPES:
-        toolkit("run", f"recipes/{name}.yaml", f"output_dir={runs}", "--overwrite", log=name)
+        done = runs / name / "metrics.json"
+        toolkit("run", f"recipes/{name}.yaml", f"output_dir={runs}", "--overwrite", log=name, output=done)
     # The linear baseline: `--linear-baseline` since the task registry, `model.name=linear` before it.
     segments = ("run", "recipes/demo_segments_mlm.yaml", f"output_dir={runs}", "--overwrite", "name=demo_linear")
-    if toolkit(*segments, "--linear-baseline", log="linear", check=False):
+    if toolkit(*segments, "--linear-baseline", log="linear", check=False, output=runs / "demo_linear" / "metrics.json"):
         toolkit(*segments, "model.name=linear", log="linear")
     for name, (recipe, *overrides) in PRETRAIN.items():
-        toolkit("run", recipe, *overrides, f"output_dir={runs}", f"name={name}", "--overwrite", log=name)
+        done = runs / name / "metrics.json"
+        toolkit("run", recipe, *overrides, f"output_dir={runs}", f"name={name}", "--overwrite", log=name, output=done)
     toolkit("eval", str(runs / "demo_mlm"), "--data", dev, "--out", str(out / "eval_mlm"), log="eval")
     toolkit(
         "compare", str(runs / "demo_mlm"), str(runs / "demo_segments_mlm"), "--data", dev, "--out",
         str(out / "compare"), log="compare",
     )  # fmt: skip
-    toolkit("predict", str(runs / "demo_mlm"), dev, "--out", str(out / "predict" / "run_mlm.jsonl"), log="predict")
+    predicted = out / "predict" / "run_mlm.jsonl"
+    toolkit("predict", str(runs / "demo_mlm"), dev_file, "--out", str(predicted), log="predict")
     for name, (run, path) in EXPORTS.items():
         art = out / "exports" / name
         args = ("export", str(runs / run), "--out", str(art), "--precision", path, "--windows", "trained")
-        if toolkit(*args, log=f"export_{name}", check=False):
+        if (out / "exports" / f"{name}.skipped").is_file():
+            continue
+        if toolkit(*args, log=f"export_{name}", check=False, output=art):
             (out / "exports").mkdir(exist_ok=True)
             (out / "exports" / f"{name}.skipped").write_text((out / f"export_{name}.log").read_text()[-2000:])
             continue
-        toolkit("predict", str(art), dev, "--out", str(out / "predict" / f"{name}.jsonl"), log=f"predict_{name}")
+        toolkit("predict", str(art), dev_file, "--out", str(out / "predict" / f"{name}.jsonl"), log=f"predict_{name}")
     served = [name for name in SERVED if (out / "exports" / name).is_dir()]
     subprocess.run([sys.executable, "-c", SERVE, str(out), str(port), *served], cwd=tree, env=env, check=True)
     (out / "done").write_text(rev)
@@ -197,7 +207,9 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="the revision before the change")
     parser.add_argument("--head", default="HEAD", help="the revision after it")
     parser.add_argument("--out", type=Path, default=Path("/tmp/output_parity"))
-    parser.add_argument("--reuse", action="store_true", help="keep a revision's outputs from an earlier call")
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep a revision's outputs from an earlier call (a finished step each)"
+    )
     parser.add_argument("--only", choices=("base", "head"), help="run one revision (then compare when both exist)")
     args = parser.parse_args()
     repo = Path(__file__).resolve().parent.parent
@@ -207,9 +219,10 @@ def main() -> None:
     try:
         for rev, port in revs:
             if not (args.reuse and (args.out / rev / "done").is_file()):
-                subprocess.run(["rm", "-rf", str(args.out / rev)], check=True)
-                (args.out / rev).mkdir(parents=True)
-                run_revision(repo, rev, args.out / rev, port)
+                if not args.reuse:
+                    subprocess.run(["rm", "-rf", str(args.out / rev)], check=True)
+                (args.out / rev).mkdir(parents=True, exist_ok=True)
+                run_revision(repo, rev, args.out / rev, port, keep=args.reuse)
     finally:
         for rev, _ in revs:
             subprocess.run(

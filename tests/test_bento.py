@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from toolkit.deploy.bento import LOCKS, lock_requirements
-from toolkit.deploy.guard import ServeSettings
+from toolkit.deploy.settings import ServeSettings
 from toolkit.errors import ToolkitError
 
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==")

@@ -155,7 +155,7 @@ def test_extra_corpus_is_mapped_weighted_and_reported():
         ],
     )
     sources: list[dict] = []
-    train, dev = load_splits(cfg, sources)
+    train, dev = load_splits(cfg.data, cfg.seed, sources)
     main, extra = sources
     assert main["documents_per_epoch"] == main["documents"] == len(load_records("sample:clinical_train"))
     assert extra["documents_per_epoch"] == round(extra["documents"] * 0.5)
@@ -175,7 +175,7 @@ def test_extra_corpus_holding_dev_documents_is_refused():
         ],
     )
     with pytest.raises(ToolkitError, match="also in data.dev"):
-        load_splits(cfg)
+        load_splits(cfg.data, cfg.seed)
 
 
 def test_encoder_options_refused_elsewhere_with_their_keys():

@@ -157,7 +157,7 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
     result = run_recipe(recipe, tmp_path / "oof")
     assert result.run["dev_thresholds"] == "chosen on out-of-fold scores of the 48 training documents (4 folds)"
     assert "too_few_to_tune" not in result.run  # nothing was chosen on dev
-    train, _ = load_splits(recipe)
+    train, _ = load_splits(recipe.data, recipe.seed)
     labels = open_run(result.run_dir).labels
     train = filter_labels(train, labels)
     documents = segment_documents(train, labels, recipe.segments.min_overlap)
@@ -218,7 +218,7 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
 
     # The saved thresholds are the best Jaccard F1 on the held-out documents, scored by the saved encoder with
     # the linear prior of the folds that left each document out (not the full fit, which saw them).
-    train, _ = load_splits(recipe)
+    train, _ = load_splits(recipe.data, recipe.seed)
     run = open_run(result.run_dir)
     train = filter_labels(train, run.labels)
     _, held = hold_out(len(train), 0.25, recipe.seed)
@@ -435,7 +435,7 @@ def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_i
     from toolkit.spans.segment_decoding import segment_targets
     from toolkit.spans.segments import segment_text
 
-    train, _ = load_splits(recipe)
+    train, _ = load_splits(recipe.data, recipe.seed)
     train = filter_labels(train, run.labels)
     fitted = fit_linear_prior(train, run.labels, 0.5, 3, recipe.seed, recipe.task)
     segments = [segment_text(r.text) for r in train]

@@ -125,7 +125,7 @@ async def _asgi_get(settings, path: str, headers: dict) -> int:
 def test_open_metrics_lets_a_scraper_without_the_key_read_metrics_only(tmp_path):
     import asyncio
 
-    from toolkit.deploy.guard import ServeSettings
+    from toolkit.deploy.settings import ServeSettings
 
     closed = ServeSettings(artifact=tmp_path, api_key=KEY)
     opened = ServeSettings(artifact=tmp_path, api_key=KEY, open_metrics=True)
@@ -756,3 +756,23 @@ def test_the_page_in_a_real_browser(server, tmp_path, browser_page):
         {i for s in expected for i in range(s["start"], s["end"])}
     )
     assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+def test_serve_settings_cross_the_process_boundary_typed_both_ways(tiny_mlm_artifact, monkeypatch):
+    from toolkit.deploy.launch import service_env
+    from toolkit.deploy.settings import ServeSettings
+    from toolkit.errors import ToolkitError
+
+    given = ServeSettings(
+        artifact=tiny_mlm_artifact, max_queue_seconds=2.5, workers=2, open_metrics=True, api_key=KEY, model_threads=1
+    )
+    env = given.to_env()
+    assert env["TOOLKIT_OPEN_METRICS"] == "true" and env["TOOLKIT_MAX_QUEUE_SECONDS"] == "2.5"
+    assert "TOOLKIT_MAX_TEXTS" not in env  # left at its default: the environment the service starts in may set it
+    assert ServeSettings.from_env(env) == given
+    # toolkit serve's flags go through the same settings: a bad value is refused before a worker starts.
+    monkeypatch.setenv("TOOLKIT_MAX_TEXTS", "7")
+    read = ServeSettings.from_env(service_env(tiny_mlm_artifact, 4, max_queue_seconds=3.0))
+    assert (read.max_batch_size, read.max_queue_seconds, read.max_texts) == (4, 3.0, 7)
+    with pytest.raises(ToolkitError, match="serve setting workers"):
+        service_env(tiny_mlm_artifact, workers=0)

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from toolkit.deploy.batcher import MAX_BATCH_DOCS
-from toolkit.errors import ToolkitError
+from toolkit.deploy.settings import ServeSettings
+
+DEFAULT = {name: field.default for name, field in ServeSettings.model_fields.items()}  # one default per setting
 
 
 def serve(
@@ -17,7 +18,7 @@ def serve(
     port: Annotated[int, typer.Option(help="Port.")] = 3000,
     max_batch_size: Annotated[
         int, typer.Option(help="Batching: most documents per model call (1 turns batching off).")
-    ] = MAX_BATCH_DOCS,
+    ] = DEFAULT["max_batch_size"],
     max_queue_seconds: Annotated[
         float,
         typer.Option(
@@ -32,17 +33,15 @@ def serve(
         typer.Option(
             help="The model's intra-op threads (default: every core; fewer where another process keeps cores busy)."
         ),
-    ] = None,
+    ] = DEFAULT["model_threads"],
     workers: Annotated[
         int, typer.Option(help="Worker processes, each with its own model and batcher (threads split among them).")
-    ] = 1,
+    ] = DEFAULT["workers"],
 ) -> None:
     """Serve an artifact over HTTP with BentoML (POST /extract, GET /info, /healthz, /metrics). SIGTERM or Ctrl-C stops
     it within seconds."""
     from toolkit.deploy.launch import serve_artifact
 
-    if workers < 1:
-        raise ToolkitError("--workers must be at least 1", fix="e.g. --workers 2")
     limits = {
         "max_queue_seconds": max_queue_seconds,
         "workers": workers,

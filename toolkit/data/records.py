@@ -62,21 +62,20 @@ def map_record_labels(rec: SpanRecord, mapping: dict[str, str]) -> tuple[SpanRec
     return rec.model_copy(update={"spans": merged}), dropped, len(spans) - len(merged)
 
 
-def load_splits(recipe, sources: list[dict] | None = None) -> tuple[list[SpanRecord], list[SpanRecord]]:
-    """A recipe's train and dev records, validated, capped and with data.label_map applied; the training
-    corpora of data.extra_train mapped by their own label maps and drawn by their weights. `sources`, when
-    given, receives one entry per training corpus: documents read and drawn, spans kept and dropped."""
-    d = recipe.data
-    train = load_records(d.train, d.max_train_docs)
-    dev = load_records(d.dev, d.max_dev_docs)
-    if d.label_map:
-        train = [map_record_labels(r, d.label_map)[0] for r in train]
-        dev = [map_record_labels(r, d.label_map)[0] for r in dev]
-    # Only token_classification's data section has more corpora (sections.MultiCorpusDataConfig).
-    extra_train, train_weight = getattr(d, "extra_train", []), getattr(d, "train_weight", 1.0)
+def load_splits(data, seed: int, sources: list[dict] | None = None) -> tuple[list[SpanRecord], list[SpanRecord]]:
+    """A recipe's data section (`data`) as train and dev records, validated, capped and with data.label_map applied;
+    the training corpora of data.extra_train mapped by their own label maps and drawn by their weights (with
+    `seed`). `sources`, when given, receives one entry per training corpus: documents read and drawn, spans kept
+    and dropped."""
+    train = load_records(data.train, data.max_train_docs)
+    dev = load_records(data.dev, data.max_dev_docs)
+    if data.label_map:
+        train = [map_record_labels(r, data.label_map)[0] for r in train]
+        dev = [map_record_labels(r, data.label_map)[0] for r in dev]
+    extra_train, train_weight = data.extra_corpora()
     if not extra_train and train_weight == 1.0:
         return train, dev
-    corpora = [(d.train, train, train_weight, Counter())]
+    corpora = [(data.train, train, train_weight, Counter())]
     dev_texts = {r.text for r in dev}
     for extra in extra_train:
         records, dropped = [], Counter()
@@ -89,13 +88,13 @@ def load_splits(recipe, sources: list[dict] | None = None) -> tuple[list[SpanRec
             # Another corpus may carry the target's dev documents (both drawn from PubMed, say): training on
             # them would inflate every dev score.
             raise ToolkitError(
-                f"{extra.path}: {len(leaked)} document(s) also in data.dev ({d.dev}), e.g. ids {leaked[:5]}",
+                f"{extra.path}: {len(leaked)} document(s) also in data.dev ({data.dev}), e.g. ids {leaked[:5]}",
                 fix="remove those documents from the extra corpus (dev must stay unseen)",
             )
         corpora.append((extra.path, records, extra.weight, dropped))
     combined = []
     for i, (path, records, weight, dropped) in enumerate(corpora):
-        drawn = draw_documents(records, weight, recipe.seed + i)
+        drawn = draw_documents(records, weight, seed + i)
         combined += drawn
         if sources is not None:
             sources.append(

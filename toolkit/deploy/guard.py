@@ -9,19 +9,17 @@ import contextvars
 import hmac
 import json
 import logging
-import os
 import re
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.responses import HTMLResponse, JSONResponse
 
-from toolkit.deploy.batcher import MAX_BATCH_DOCS
 from toolkit.deploy.prometheus import count_rejection
-from toolkit.rundir import MANIFEST as MANIFEST_FILE
+from toolkit.deploy.settings import ServeSettings
 
 # GET / is this page, served by RequestGuard ahead of BentoML's own index (which it would otherwise be).
 PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8")
@@ -36,65 +34,6 @@ log = logging.getLogger("toolkit.serve")
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 # A client's own id is kept when it is short and plain (it goes into log lines and a header).
 CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-
-
-class ServeSettings(BaseModel):
-    """The service's settings, each read from TOOLKIT_<NAME> (`toolkit serve` flags set some of them)."""
-
-    artifact: Path = Field(description="The directory `toolkit export` wrote (a bento carries it in ./artifact).")
-    max_batch_size: int = Field(
-        default=MAX_BATCH_DOCS, ge=1, description="Documents per model call (1 turns batching off)."
-    )
-    max_queue_seconds: float = Field(
-        default=30.0,
-        gt=0,
-        description="The admission bound, in seconds of work at the export's measured throughput; beyond it, 503.",
-    )
-    max_queue_chars: int | None = Field(
-        default=None, ge=1, description="The same bound in characters (overrides max_queue_seconds)."
-    )
-    max_body_bytes: int = Field(default=4 * 2**20, ge=1, description="Largest request body (413 beyond it).")
-    max_doc_chars: int = Field(default=500_000, ge=1, description="Longest document.")
-    max_texts: int = Field(default=64, ge=1, description="Documents per request.")
-    model_batch: int = Field(default=16, ge=1, description="Windows per forward pass.")
-    # None: the runtime's default (every core), which served more documents a second under load than one
-    # thread (docs/benchmarks.md at 0ea11c2); on a machine where another process keeps a core busy, fewer
-    # threads avoid OpenMP waiting on it.
-    model_threads: int | None = Field(
-        default=None, ge=1, description="The model's intra-op threads (default: every core / workers)."
-    )
-    workers: int = Field(
-        default=1, ge=1, description="Worker processes, each with its own model and batcher (`--workers`)."
-    )
-    api_key: str | None = Field(
-        default=None, description="When set, requests need X-API-Key or Authorization: Bearer (constant-time check)."
-    )
-    open_metrics: bool = Field(
-        default=False,
-        description="With an API key set, answer /metrics without it too (for a scraper that cannot send the key).",
-    )
-    body_timeout_seconds: float = Field(
-        default=30.0,
-        gt=0,
-        description="A request body not whole this many seconds after its headers gets 408, and its connection closes.",
-    )
-
-    @classmethod
-    def from_env(cls) -> ServeSettings:
-        env = os.environ
-        # A bento carries its artifact in ./artifact (toolkit.deploy.bento).
-        artifact = env.get("TOOLKIT_ARTIFACT") or ("artifact" if (Path("artifact") / MANIFEST_FILE).is_file() else None)
-        if not artifact:
-            raise RuntimeError(
-                "TOOLKIT_ARTIFACT is not set: point it at a directory made by `toolkit export` (or use `toolkit serve "
-                "DIR`)"
-            )
-        values: dict[str, Any] = {"artifact": artifact, "api_key": env.get("TOOLKIT_API_KEY") or None}
-        # Every other setting is TOOLKIT_<NAME>; pydantic turns the strings into numbers (and refuses bad ones).
-        for name in cls.model_fields.keys() - values.keys():
-            if env.get(f"TOOLKIT_{name.upper()}"):
-                values[name] = env[f"TOOLKIT_{name.upper()}"]
-        return cls(**values)
 
 
 def error(

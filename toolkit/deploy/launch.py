@@ -11,7 +11,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from toolkit.deploy.batcher import MAX_BATCH_DOCS
+from toolkit.deploy.settings import ServeSettings
 from toolkit.errors import ToolkitError
 from toolkit.rundir import MANIFEST
 
@@ -26,18 +29,20 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def service_env(artifact: Path, max_batch_size: int = MAX_BATCH_DOCS, **limits: int | float | str) -> dict[str, str]:
-    """The environment the service module reads its settings from (see toolkit.deploy.serving)."""
+    """The environment the service module reads its settings from (`ServeSettings.to_env`, checked here)."""
     # A cheap check here, so a wrong path fails with its fix rather than inside a worker;
     # the service verifies every file's sha256 when it loads the artifact.
     if not (Path(artifact) / MANIFEST).is_file():
         raise ToolkitError(f"{artifact}: no {MANIFEST}", fix="pass a directory made by `toolkit export`")
-    env = {
-        **os.environ,
-        "TOOLKIT_ARTIFACT": str(Path(artifact).resolve()),
-        "TOOLKIT_MAX_BATCH_SIZE": str(max_batch_size),
-    }
-    env.update({f"TOOLKIT_{k.upper()}": str(v) for k, v in limits.items()})
-    return env
+    try:
+        settings = ServeSettings(artifact=artifact, max_batch_size=max_batch_size, **limits)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ToolkitError(
+            f"serve setting {where}: {first['msg']}", fix=f"see `toolkit serve --help` for {where}"
+        ) from None
+    return {**os.environ, **settings.to_env()}
 
 
 # Seconds uvicorn gives requests in flight once asked to stop; what is left is then cut off. Together

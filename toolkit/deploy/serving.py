@@ -35,8 +35,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from toolkit.deploy.batcher import ModelBatcher
-from toolkit.deploy.guard import REQUEST_ID, RequestGuard, ServeSettings, check_request, error
+from toolkit.deploy.guard import REQUEST_ID, RequestGuard, check_request, error
 from toolkit.deploy.prometheus import series
+from toolkit.deploy.settings import ServeSettings
 from toolkit.infer import load_predictor
 from toolkit.rundir import read_manifest, verify_artifact, weights_file
 from toolkit.spans.content import drop_contentless

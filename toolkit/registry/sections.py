@@ -49,6 +49,10 @@ class DataConfig(Strict):
     )
     max_dev_docs: int | None = Field(default=None, ge=1, description="Score only the first N dev documents.")
 
+    def extra_corpora(self) -> tuple[list[ExtraCorpus], float]:
+        """(more training corpora, data.train's weight): none, at weight 1, where the task takes only data.train."""
+        return [], 1.0
+
 
 class ExtraCorpus(Strict):
     """Another labelled corpus trained on beside data.train (multi-corpus training). Dev stays data.dev."""
@@ -80,6 +84,9 @@ class MultiCorpusDataConfig(DataConfig):
     extra_train: list[ExtraCorpus] = Field(
         default_factory=list, description="More training corpora, each with its own label map and sampling weight."
     )
+
+    def extra_corpora(self) -> tuple[list[ExtraCorpus], float]:
+        return self.extra_train, self.train_weight
 
 
 # --- model -----------------------------------------------------------------------------------------

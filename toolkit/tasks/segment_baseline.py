@@ -53,7 +53,7 @@ def out_of_fold_thresholds(
 
 
 def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
-    train, dev = load_splits(recipe)
+    train, dev = load_splits(recipe.data, recipe.seed)
     labels = labels_to_learn(recipe, train)
     segments = sum(len(segment_text(r.text)) for r in train)
     return {
@@ -67,7 +67,7 @@ def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
 
 def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunResult:
     """Fit, save and score the linear baseline; the same run directory as every other run."""
-    train_records, dev_records = load_splits(recipe)
+    train_records, dev_records = load_splits(recipe.data, recipe.seed)
     labels = labels_to_learn(recipe, train_records)
     train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
     started = time.perf_counter()

@@ -114,7 +114,7 @@ class SegmentClassification(Flow):
     def prepare(self, recipe: SegmentClassificationRecipe, fit_prior: bool = True) -> SegmentPrepared:
         """Data, labels, model and segment features: everything before training. `fit_prior=False` (the dry
         run) plans the linear prior without fitting it."""
-        train_records, dev_records = load_splits(recipe)
+        train_records, dev_records = load_splits(recipe.data, recipe.seed)
         labels = labels_to_learn(recipe, train_records)
         dev_records = filter_labels(dev_records, labels)
         m, s = recipe.model, recipe.segments

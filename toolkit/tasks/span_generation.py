@@ -78,7 +78,7 @@ def choose_training_windows(
 
 class SpanGeneration(Flow):
     def prepare(self, recipe: SpanGenerationRecipe) -> GenerationPrepared:
-        train_records, dev_records = load_splits(recipe)
+        train_records, dev_records = load_splits(recipe.data, recipe.seed)
         labels = labels_to_learn(recipe, train_records)
         other: Counter = Counter()
         train_records = filter_labels(train_records, labels, other)

@@ -210,7 +210,7 @@ class TokenClassification(Flow):
     def prepare(self, recipe: TokenClassificationRecipe) -> TokenPrepared:
         """Data, label space, model and features: everything before training."""
         sources: list[dict] = []
-        train_records, dev_records = load_splits(recipe, sources)
+        train_records, dev_records = load_splits(recipe.data, recipe.seed, sources)
         labels = labels_to_learn(recipe, train_records)
         # Score only the labels being learned; spans of other labels are counted in the feature report.
         dev_records = filter_labels(dev_records, labels)
