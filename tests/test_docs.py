@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -194,3 +195,56 @@ def test_a_site_page_in_a_real_browser(site, page, heading, browser_page, tmp_pa
     browser.screenshot(path=str(shot), full_page=True)
     assert problems == [] and remote == []
     assert shot.stat().st_size > 10_000
+
+
+# A repository path cited in prose or a comment (`docs/results.md`, `bench/results/<id>.json`, ...).
+CITATION = re.compile(
+    r"(?<![\w/.:-])((?:docs|bench|scripts|tests|toolkit|recipes|\.ci)/[\w./-]*\.(?:md|jsonl|json|py|yaml|sh|html|txt))"
+)
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def missing_citations(text: str, where: Path) -> list[str]:
+    """Links (in Markdown) and path citations in `text` whose file does not exist. Placeholders (<id>, NAME, *) and
+    what benchmarks write (bench/out/) are not citations of a file."""
+    missing = []
+    if where.suffix == ".md":
+        for link in MARKDOWN_LINK.findall(text):
+            target = link.split("#")[0]
+            if target and "://" not in target and not (where.parent / target).exists():
+                missing.append(link)
+    for cited in CITATION.findall(text):
+        cited = cited.rstrip(".")
+        placeholder = any(c in cited for c in "*<>{}") or any(part.isupper() for part in re.split(r"[/.]", cited))
+        if not placeholder and not cited.startswith("bench/out/") and not (REPO / cited).exists():
+            missing.append(cited)
+    return missing
+
+
+def test_no_link_or_citation_points_to_a_missing_file():
+    """The changelog is exempt: it says which files went, and when."""
+    files = [
+        *REPO.glob("*.md"),
+        *REPO.glob("docs/**/*.md"),
+        *REPO.glob("toolkit/**/*.py"),
+        *REPO.glob("toolkit/recipes/*.yaml"),
+        *REPO.glob("bench/*.py"),
+        *REPO.glob("bench/*.sh"),
+        *REPO.glob("bench/*.md"),
+        *REPO.glob("scripts/*.py"),
+        *REPO.glob("tests/*.py"),
+        REPO / "Makefile",
+    ]
+    found = {
+        str(f.relative_to(REPO)): missing
+        for f in files
+        if f.resolve().name != "CHANGELOG.md" and (missing := missing_citations(f.read_text(encoding="utf-8"), f))
+    }
+    assert found == {}, f"cite a record (bench/results/<id>.json) or the results page instead: {found}"
+
+
+def test_a_citation_of_a_gone_page_is_found():
+    where, gone = REPO / "docs" / "index.md", "/".join(("docs", "benchmarks.md"))  # so this file cites no gone page
+    text = f"Run time: {gone} at 0ea11c2. See [the guide](guides/gone.md) and bench/results/<id>.json."
+    assert missing_citations(text, where) == ["guides/gone.md", gone]
+    assert missing_citations("Figures: docs/results.md, bench/results/quickstart_demo.json.", where) == []

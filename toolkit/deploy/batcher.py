@@ -3,7 +3,7 @@
 Requests wait in one FIFO; a single model thread takes what is waiting (whole requests, up to
 `max_batch_docs` documents) and runs it as one `predict` call, while the event loop goes on accepting
 requests. Our own rather than BentoML's batchable API: that one puts the model behind an internal HTTP
-hop whose client rotates its connection pool under load (docs/benchmarks.md at 0ea11c2, "Issue 26") and whose
+hop whose client rotates its connection pool under load (issue 26) and whose
 dispatcher cancels queued calls by a latency estimate; here there is no hop, no cancellation, and every
 request is answered once. The admission bound (serving.AdmissionQueue) keeps the FIFO finite.
 """

@@ -39,8 +39,8 @@ def single_document_speeds(predictors: dict, texts: list[str]) -> dict[str, dict
     OpenVINO, is timed in its steady state, not on its first sight of each shape), the paths take turns: each
     reads a block of SPEED_BLOCK documents, in an order shuffled per block, so a host whose speed drifts during
     the export slows every path alike. Timed one path after another, a drift made onnx_fused outrun OpenVINO in
-    one `make demo`; turns of one document each slowed ONNX Runtime and PyTorch by a quarter beside the other
-    runtimes' threads (docs/benchmarks.md at 0ea11c2, issue 30)."""
+    one `make demo`; turns of one document each slowed ONNX Runtime and PyTorch beside the other runtimes'
+    threads (issue 30)."""
     for predictor in predictors.values():
         for text in texts:
             predictor.predict([text])

@@ -120,7 +120,7 @@ def ray_rows(
     # Reading is light next to the model, and reserving a CPU for it would leave read tasks waiting on
     # the actors' CPUs (each actor holds its own) for ever: read tasks reserve none. Tasks that reserve
     # nothing are not limited by CPUs, though, and Ray started a worker process per pending read task
-    # (far more processes than cores, every run slower than a local one: docs/benchmarks.md at 0ea11c2): the pool
+    # (far more processes than cores, every run slower than a local one): the pool
     # is capped at one reader per actor.
     dataset = dataset.flat_map(
         _extract, fn_kwargs={"done": done}, num_cpus=0, compute=ray.data.TaskPoolStrategy(size=actors)

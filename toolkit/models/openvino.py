@@ -19,8 +19,8 @@ OPENVINO_FILE = "openvino_model.xml"  # with openvino_model.bin beside it
 # (VNNI / AMX int8 units) whatever the hint; the hint sets the precision of everything else.
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32", "int8_bf16": "bf16"}
 # Input widths are rounded up to a multiple of this, so shapes repeat: every width is a model compiled for it
-# (see the class). 64 ran MiniLM abstracts within 2% of 32's speed with half the compiled shapes, so half the
-# memory and load time; on dynamic shapes alone 32 had been faster (docs/benchmarks.md at 0ea11c2).
+# (see the class). 64 ran MiniLM abstracts about as fast as 32 with half the compiled shapes, so half the
+# memory and load time; on dynamic shapes alone 32 had been faster.
 PAD_MULTIPLE = 64
 # A single window up to this many tokens runs on a model compiled for its exact shape (see the class).
 STATIC_MAX_WIDTH = 512
@@ -86,7 +86,7 @@ class OpenVINOTokenClassifier:
 
     A single window of up to `static_max_width` tokens (padded) runs on a model compiled for exactly its shape,
     [1, width], compiled on the first window of that width and kept: the CPU plugin fuses more of a static graph
-    (its elementwise chains into Subgraph kernels) and ran windows a fifth faster (docs/benchmarks.md at 0ea11c2). Other
+    (its elementwise chains into Subgraph kernels) and ran windows faster. Other
     shapes share one dynamic model. A shape always runs on the same compiled model, so a window's answer never
     depends on the call it came in."""
 
@@ -140,9 +140,8 @@ class OpenVINOTokenClassifier:
 
     def _compile_missing(self, jobs: list[tuple[int | None, bool]]) -> None:
         """Compile the models of the (shape key, streams) jobs not compiled yet, as many at once as there are
-        threads: OpenVINO compiles a model mostly on one core, so two threads compiled 8 shapes 1.4-1.8x as fast
-        (docs/benchmarks.md at 0ea11c2). The stream queues are kept: their infer requests hold their buffers
-        between calls."""
+        threads: OpenVINO compiles a model mostly on one core, so two threads compile shapes faster. The stream
+        queues are kept: their infer requests hold their buffers between calls."""
         from concurrent.futures import ThreadPoolExecutor
 
         import openvino as ov
@@ -200,7 +199,7 @@ class OpenVINOTokenClassifier:
     def logits_each(self, windows: list[list[int]]) -> list:
         """Each window's logits [tokens, outputs] from a call of its own; more windows than threads are spread
         over one stream per thread (one thread each), which a single stream of all threads does not fill on
-        windows this small (docs/benchmarks.md at 0ea11c2). A window's answer is the one it gets alone, bit for bit: the
+        windows this small. A window's answer is the one it gets alone, bit for bit: the
         streams only change how many run at once (tests/test_batch_invariance.py)."""
         import numpy as np
 

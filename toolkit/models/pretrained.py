@@ -226,7 +226,7 @@ def _named_fast_class(name_or_path: str):
     ("BertTokenizer" -> BertTokenizerFast), or None where AutoTokenizer must decide (a hub id, no class named,
     remote code). Why not AutoTokenizer itself: importing it imports transformers' generation code, and with it
     scikit-learn, SciPy and torch._dynamo, seconds added to every `toolkit predict` and service start
-    (docs/benchmarks.md at 0ea11c2); the class it would pick is named in the file."""
+    (commit 6f82193); the class it would pick is named in the file."""
     import json
 
     directory = Path(name_or_path)

@@ -119,7 +119,7 @@ class LoraConfigModel(Strict):
         default=None,
         ge=1,
         description="Adapt only the last N transformer layers (None, or N above the model's layer count: all). "
-        "Backpropagation then stops below them, so a step costs less (docs/benchmarks.md at 0ea11c2).",
+        "Backpropagation then stops below them, so a step costs less (bench/results/ncbi_throughput_mpnet_top6.json).",
     )
 
 

@@ -71,7 +71,7 @@ class GenerationConfig(Strict):
         default="fp32",
         description=(
             "Inference: prefer_bf16 generates with the weights in bf16 on machines with bf16 units (CUDA, "
-            "avx512_bf16, amx_bf16), fp32 elsewhere. Spans can differ from fp32's (docs/benchmarks.md at 0ea11c2)."
+            "avx512_bf16, amx_bf16), fp32 elsewhere. Spans can differ from fp32's."
         ),
     )
     min_similarity: float = Field(
