@@ -79,7 +79,7 @@ def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, expo
     import torch
 
     from toolkit.models.openvino import PAD_MULTIPLE, STATIC_MAX_WIDTH, OpenVINOTokenClassifier
-    from toolkit.rundir import ExportInfo
+    from toolkit.registry.saved import ExportInfo
 
     predictor = load_predictor(exported(path))
     model = predictor.model

@@ -18,7 +18,7 @@ from toolkit.infer.recovery import recover_offsets
 from toolkit.models.pretrained import load_tokenizer
 from toolkit.registry.recipes import load_recipe
 from toolkit.registry.span_generation import GenerationConfig
-from toolkit.rundir import ModelMeta, open_run
+from toolkit.rundir import model_meta, open_run
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.tasks import plan_recipe, run_recipe
 from toolkit.tasks.features import generation_examples, generation_windows
@@ -80,7 +80,7 @@ def test_constrained_decoding_never_emits_text_absent_from_the_window(tiny_llama
     torch.manual_seed(0)  # an initialisation that emits spans rather than only "none"
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tiny_llama))
     generation = GenerationConfig(max_new_tokens=40, batch_size=4, min_similarity=100)
-    meta = ModelMeta(
+    meta = model_meta(
         task="span_generation", labels=["Chemical", "Disease"], max_length=64, stride=16, generation=generation
     )
     texts = [json.loads(line)["text"] for line in (SAMPLE_DIR / "clinical_dev.jsonl").open()][:3]

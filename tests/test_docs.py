@@ -248,3 +248,19 @@ def test_a_citation_of_a_gone_page_is_found():
     text = f"Run time: {gone} at 0ea11c2. See [the guide](guides/gone.md) and bench/results/<id>.json."
     assert missing_citations(text, where) == ["guides/gone.md", gone]
     assert missing_citations("Figures: docs/results.md, bench/results/quickstart_demo.json.", where) == []
+
+
+def test_the_architecture_guide_names_every_package_and_top_level_module():
+    guide = (REPO / "docs" / "reference" / "architecture.md").read_text(encoding="utf-8")
+    toolkit = REPO / "toolkit"
+    packages = [p.parent for p in toolkit.rglob("__init__.py") if p.parent != toolkit]
+    missing = [
+        f"toolkit/{p.relative_to(toolkit).as_posix()}/"
+        for p in packages
+        if f"`toolkit/{p.relative_to(toolkit).as_posix()}/`" not in guide
+        and f"(`{p.name}/`)" not in guide
+        and f"`{p.name}/`" not in guide
+    ]
+    loose = [p.name for p in toolkit.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    missing += [name for name in loose if f"`{name}`" not in guide]
+    assert missing == [], f"docs/reference/architecture.md does not name {missing}"

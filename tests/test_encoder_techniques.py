@@ -82,12 +82,12 @@ def test_viterbi_joins_a_span_that_argmax_fragments():
 
 
 def test_label_space_keeps_its_decoding_and_reads_old_models_as_argmax():
-    from toolkit.rundir import ModelMeta
+    from toolkit.rundir import model_meta
 
     space = LabelSpace(("A",), False, False, "viterbi")
-    assert ModelMeta(task="token_classification", **space.to_meta()).space == space
+    assert model_meta(task="token_classification", **space.to_meta()).space == space
     old = {k: v for k, v in space.to_meta().items() if k != "decoding"}  # saved before `decoding` existed
-    assert ModelMeta(**old).space.decoding == "argmax" and ModelMeta(**old).task == "token_classification"
+    assert model_meta(**old).space.decoding == "argmax" and model_meta(**old).task == "token_classification"
 
 
 def S(a, b, label="D"):

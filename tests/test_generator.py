@@ -7,7 +7,7 @@ import pytest
 from toolkit.data.sample import SAMPLE_DIR
 from toolkit.models.pretrained import load_tokenizer
 from toolkit.registry.span_generation import GenerationConfig
-from toolkit.rundir import ModelMeta, save_model_dir
+from toolkit.rundir import model_meta, save_model_dir
 
 TEXTS = [json.loads(line)["text"] for line in (SAMPLE_DIR / "contracts_dev.jsonl").open()][:3]
 
@@ -22,7 +22,7 @@ def _generator(tiny_llama, target: str = "text"):
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tiny_llama))
     generation = GenerationConfig(max_new_tokens=24, batch_size=3, target=target)
     labels = ["Confidentiality", "Governing Law"]
-    meta = ModelMeta(task="span_generation", labels=labels, max_length=48, stride=8, generation=generation)
+    meta = model_meta(task="span_generation", labels=labels, max_length=48, stride=8, generation=generation)
     return SpanGenerator(model, load_tokenizer(str(tiny_llama)), meta)
 
 

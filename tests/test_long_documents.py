@@ -99,9 +99,9 @@ def _untrained(tiny_bert, cls, **meta):
     from transformers import AutoModelForTokenClassification
 
     from toolkit.models.pretrained import load_tokenizer
-    from toolkit.rundir import ModelMeta
+    from toolkit.rundir import model_meta
 
-    meta = ModelMeta(max_length=64, stride=16, **meta)
+    meta = model_meta(max_length=64, stride=16, **meta)
     if cls.__name__ == "Tagger":
         outputs = 3 * len(meta.labels) if meta.multi_label else 2 * len(meta.labels) + 1
     else:  # a segment model: one logit per label

@@ -86,8 +86,9 @@ def test_a_run_saved_before_the_task_registry_still_loads_and_predicts_the_same(
 
 
 def test_older_model_files_of_the_other_tasks_read_as_their_task(tmp_path):
+    from toolkit.registry import task_named
     from toolkit.registry.recipes import load_saved_recipe
-    from toolkit.rundir import ModelMeta
+    from toolkit.rundir import model_meta
 
     # span_generation kept its generation settings at the top level of toolkit.json.
     flat = {
@@ -98,13 +99,14 @@ def test_older_model_files_of_the_other_tasks_read_as_their_task(tmp_path):
         "target": "segments",
         "max_new_tokens": 40,
     }
-    meta = ModelMeta.model_validate(flat)
+    meta = model_meta(**flat)
     assert (
         meta.generation.target == "segments"
         and meta.generation.max_new_tokens == 40
         and meta.generation.batch_size == 8
     )
-    assert meta.spec.generates and meta.spec.predictor.endswith(":SpanGenerator")
+    spec = task_named(meta.task)
+    assert spec.generates and spec.predictor.endswith(":SpanGenerator")
     # The linear baseline was `model.name: linear`, saved beside the encoder's sections.
     saved = tmp_path / "config.yaml"
     saved.write_text(

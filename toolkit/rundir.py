@@ -23,19 +23,18 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from toolkit.data.records import filter_labels, load_records, map_record_labels
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
-from toolkit.registry import RecipeBase, Task, task_named
+from toolkit.registry import RecipeBase, Task, meta_class, task_named
 from toolkit.registry.extraction import ExtractionRecipe
 from toolkit.registry.recipes import dump_recipe, load_saved_recipe
-from toolkit.registry.span_generation import GenerationConfig
+from toolkit.registry.saved import ModelMeta
 from toolkit.scoring import SCORING
-from toolkit.spans.label_space import LabelSpace
 
 CONFIG_FILE = "config.yaml"
 DATA_REPORT_FILE = "data_report.json"
@@ -55,77 +54,18 @@ ARTIFACT_FORMAT = 1
 
 # --- the typed files: toolkit.json and metrics.json ---------------------------------------------
 
-# Keys a span_generation model saved at the top level of toolkit.json before they were nested under "generation"
-# (its "selector" was the fitted selector's report, which stays at the top level).
-_FLAT_GENERATION_KEYS = tuple(k for k in GenerationConfig.model_fields if k != "selector")
 
-
-class ExportInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    path: str  # the export path chosen (toolkit.deploy.paths.PATHS)
-    runtime: str  # its runtime (toolkit.models.runtimes.RUNTIMES)
-    precision: str
-    # Taggers: windows sized to each document up to this many tokens (one pass when a document fits), where
-    # export measured it within the parity budget and faster; None: the trained windows.
-    window_limit: int | None = None
-    # OpenVINO: input widths are rounded up to a multiple of this (its kernels are prepared per shape); the
-    # export measured the artifact at it. Artifacts saved before the key existed ran at 64.
-    pad_multiple: int = 64
-    # OpenVINO: single windows up to this width run on models compiled for their exact shape; the export
-    # measured the artifact so. Artifacts saved before the key existed ran every shape on one dynamic model.
-    static_max_width: int = 0
-
-
-class ModelMeta(BaseModel):
-    """toolkit.json: what a saved model is and how it reads text. Written and read only here; each default
-    is what a model saved before that key existed meant."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    task: str = "token_classification"  # models saved before "task" existed were taggers
-    classifier: Literal["linear"] | None = None  # the model kind of a task variant (the linear segment baseline)
-    labels: list[str] = []
-    multi_label: bool = False
-    label_all_subtokens: bool = False
-    decoding: Literal["argmax", "viterbi"] = "argmax"  # saved before decoding existed: decoded by argmax
-    max_length: int | None = None  # tokens per window (None: the linear baseline reads no windows)
-    stride: int | None = None
-    min_overlap: float | None = None  # segment models: share of a segment's characters in a span to be positive
-    thresholds: list[float] | None = None  # segment models: per-label decision thresholds (None: the default)
-    clause_starts: str | None = None  # segment models: file of the clause-start classifiers (B/I/O over segments)
-    linear_prior: str | None = None  # segment models: file (in the folder) of the linear model whose logits they add
-    # segments.combination=fitted: per label (w_linear, w_encoder, bias) over the two logits (None: their sum)
-    combination: list[list[float]] | None = None
-    # segments.encoder_input=segments: one input per segment, its first segment_tokens tokens with
-    # context_tokens on either side (None: windows of max_length tokens over the document)
-    segment_tokens: int | None = None
-    context_tokens: int | None = None
-    generation: GenerationConfig | None = None  # span_generation: how spans are written and generated
-    selector: dict[str, Any] | None = None  # span_generation: the fitted window selector's report
-    base_model: str | None = None  # pretrain_*: the model pre-training started from
-    export: ExportInfo | None = None  # an artifact: the path `toolkit export` chose
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nest_flat_generation(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "target" in data and "generation" not in data:
-            data = dict(data)
-            data["generation"] = {k: data.pop(k) for k in _FLAT_GENERATION_KEYS if k in data}
-        return data
-
-    @property
-    def spec(self) -> Task:
-        """The registered Task this model belongs to."""
-        return task_named(self.task, self.classifier)
-
-    @property
-    def space(self) -> LabelSpace:
-        return LabelSpace(tuple(self.labels), self.multi_label, self.label_all_subtokens, self.decoding)
+def model_meta(**fields: Any) -> ModelMeta:
+    """toolkit.json's fields as the saved metadata of their task (`Task.meta`): a field another task saves is
+    refused."""
+    return meta_class(fields)(**fields)
 
 
 def write_meta(directory: Path, meta: ModelMeta) -> None:
-    (Path(directory) / META_FILE).write_text(
-        json.dumps(meta.model_dump(mode="json", exclude_none=True), indent=2), encoding="utf-8"
-    )
+    data = meta.model_dump(mode="json", exclude_none=True)
+    if "export" in data:  # an artifact's export entry comes last, after its task's own fields
+        data["export"] = data.pop("export")
+    (Path(directory) / META_FILE).write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
 class Metrics(BaseModel):
@@ -254,7 +194,10 @@ def load_meta(directory: Path) -> ModelMeta:
             fix="pass a run directory made by `toolkit run`, or its model/ folder",
         )
     try:
-        return ModelMeta.model_validate_json(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ToolkitError(f"{path}: not a JSON object", fix="this file is written by `toolkit run`/`export`")
+        return meta_class(data).model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -280,7 +223,7 @@ class Run:
 
     @property
     def spec(self) -> Task:
-        return self.meta.spec
+        return task_named(self.meta.task, self.meta.classifier)
 
     @property
     def labels(self) -> list[str]:

@@ -29,7 +29,8 @@ from toolkit.errors import ToolkitError
 from toolkit.infer import load_predictor
 from toolkit.infer.selector import SELECTOR_FILE
 from toolkit.models.attention import CONFIG_KEY as BIDIRECTIONAL_KEY
-from toolkit.rundir import CONFIG_FILE, ExportInfo, Run, open_run, write_manifest, write_meta
+from toolkit.registry.saved import ExportInfo
+from toolkit.rundir import CONFIG_FILE, Run, open_run, write_manifest, write_meta
 
 __all__ = ["ParityBudgets", "export_run", "export_table"]
 
@@ -41,8 +42,8 @@ def _build(name: str, run: Run, directory: Path, built: dict[str, Path]) -> dict
     info = path.build(run, directory, built.get(path.made_from), built)
     # Fitted scikit-learn parts the predictor loads beside the network: the CLM's candidate-window selector,
     # a segment model's linear prior (segments.linear_prior) and its clause starts (segments.clause_starts).
-    for side in (SELECTOR_FILE, run.meta.linear_prior, run.meta.clause_starts):
-        if side and (run.model_dir / side).is_file() and not (directory / side).is_file():
+    for side in (SELECTOR_FILE, *run.meta.side_files()):
+        if (run.model_dir / side).is_file() and not (directory / side).is_file():
             shutil.copy2(run.model_dir / side, directory / side)
     # toolkit.json says how to run the folder: the predictors read runtime and precision from it.
     runtime = path.runtime

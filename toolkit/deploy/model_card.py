@@ -14,7 +14,7 @@ import yaml
 
 from toolkit.models.pretrained import load_tokenizer, lowercases
 from toolkit.models.runtimes import runtime_named
-from toolkit.registry import Task
+from toolkit.registry import Task, task_named
 from toolkit.rundir import ModelMeta, Run, read_metrics
 
 WEAK_F1 = 0.5  # labels under this dev F1 are named in the limitations
@@ -45,7 +45,7 @@ def render_model_card(
 ) -> str:
     """Markdown with YAML front matter. `export` holds the manifest's task, path, precision, parity and hardware;
     `uncased`: the model's tokenizer folds case."""
-    task, spec = meta.task, meta.spec
+    task, spec = meta.task, task_named(meta.task, meta.classifier)
     model = (recipe or {}).get("model", {})
     data = (recipe or {}).get("data", {})
     base = base_model_of(model.get("name", "default"), spec)
@@ -70,26 +70,7 @@ def render_model_card(
         f"- Windows: {meta.max_length} tokens, stride {meta.stride}"
         + (f"; decoding `{meta.decoding}`" if not spec.generates else ""),
     ]
-    if meta.thresholds:
-        lines.append(
-            "- Decision thresholds per label (how they were chosen: `run.dev_thresholds` in the run's metrics.json): "
-            + ", ".join(f"{lb} {t}" for lb, t in zip(labels, meta.thresholds))
-        )
-    if meta.linear_prior:
-        lines.append(
-            f"- Each segment's logit adds a TF-IDF + logistic regression model's logit (`{meta.linear_prior}`, "
-            "scikit-learn, stored with joblib: a pickle, so load only artifacts you trust)"
-        )
-    if meta.combination:
-        alone = [lb for lb, w in zip(labels, meta.combination) if w[1] == 0]
-        lines.append(
-            "- The two logits are combined per label with weights fitted on training documents held out of training; "
-            + (
-                f"these labels use the linear model alone (the encoder did not help there): {', '.join(alone)}"
-                if alone
-                else "every label uses both"
-            )
-        )
+    lines += meta.card_lines()
     lines += ["", "## Training data", ""]
     if data_report:
         train, dev = data_report.get("train", {}), data_report.get("dev", {})
@@ -192,7 +173,7 @@ def _limitations(
             out.append(f"- Labels under dev F1 {WEAK_F1}: {', '.join(weak)}. Review every span of these.")
         s = metrics["summary"]
         out.append(
-            f"- At the saved {'thresholds' if meta.thresholds else 'decision rule'}, dev precision is "
+            f"- At the saved {'thresholds' if meta.decides_by_thresholds else 'decision rule'}, dev precision is "
             f"{s['span_precision']:.2f}: "
             f"about {round((1 - s['span_precision']) * 100)} of 100 predicted spans are not exact gold spans."
         )

@@ -21,6 +21,7 @@ from toolkit.registry import (
     span_generation,
     token_classification,
 )
+from toolkit.registry.saved import ModelMeta
 from toolkit.registry.task import RecipeBase, Task
 
 TASKS: dict[str, Task] = {
@@ -76,6 +77,12 @@ def task_named(name: str, variant: str | None = None) -> Task:
             f"task {key!r} is not known to this version of the toolkit", fix=f"use one of {', '.join(TASKS)}"
         )
     return TASKS[key]
+
+
+def meta_class(data: dict) -> type[ModelMeta]:
+    """The ModelMeta class of a toolkit.json mapping: its task's (models saved before "task" existed were
+    taggers)."""
+    return task_named(data.get("task", ModelMeta.model_fields["task"].default), data.get("classifier")).meta
 
 
 def flow_modules() -> set[str]:

@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from toolkit.registry.saved import ModelMeta
 from toolkit.registry.sections import ModelConfig, PretrainedModelConfig, Strict, TrainConfig
 from toolkit.registry.task import RecipeBase, Task
 from toolkit.scoring import PRETRAIN_SUMMARY
@@ -85,6 +86,12 @@ class CausalPretrainRecipe(RecipeBase):
     objective: ClassVar[str] = "clm"
 
 
+class PretrainedModelMeta(ModelMeta):
+    """toolkit.json of a domain-adapted base model."""
+
+    base_model: str | None = None  # the model pre-training started from
+
+
 MLM = Task(
     name="pretrain_mlm",
     recipe=MaskedPretrainRecipe,
@@ -92,6 +99,7 @@ MLM = Task(
     flow="toolkit.tasks.pretrain:Pretraining",
     predictor=None,
     not_exported=NOT_EXPORTED,
+    meta=PretrainedModelMeta,
 )
 CLM = Task(
     name="pretrain_clm",
@@ -101,4 +109,5 @@ CLM = Task(
     predictor=None,
     decoder=True,
     not_exported=NOT_EXPORTED,
+    meta=PretrainedModelMeta,
 )

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from toolkit.errors import ConfigError
 from toolkit.registry.extraction import ExtractionRecipe
 from toolkit.registry.sections import Strict
-from toolkit.registry.segment_classification import SegmentDecisionConfig
+from toolkit.registry.segment_classification import SegmentDecisionConfig, SegmentModelMeta
 from toolkit.registry.task import RecipeBase, Task
 
 
@@ -94,4 +94,5 @@ TASK = Task(
     outputs="segment_scores",
     pipeline_tag="text-classification",
     not_exported="the linear segment baseline is a yardstick, not exported: export an encoder run",
+    meta=SegmentModelMeta,
 )

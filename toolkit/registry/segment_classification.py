@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.saved import ModelMeta
 from toolkit.registry.sections import ClassifierModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
 from toolkit.scoring import SCORING
@@ -256,6 +257,53 @@ class SegmentClassificationRecipe(ExtractionRecipe):
         return self
 
 
+class SegmentModelMeta(ModelMeta):
+    """toolkit.json of a segment model (the encoder's and the linear baseline's)."""
+
+    min_overlap: float | None = None  # share of a segment's characters in a span to be positive
+    thresholds: list[float] | None = None  # per-label decision thresholds (None: the default)
+    clause_starts: str | None = None  # file of the clause-start classifiers (B/I/O over segments)
+    linear_prior: str | None = None  # file (in the folder) of the linear model whose logits they add
+    # segments.combination=fitted: per label (w_linear, w_encoder, bias) over the two logits (None: their sum)
+    combination: list[list[float]] | None = None
+    # segments.encoder_input=segments: one input per segment, its first segment_tokens tokens with
+    # context_tokens on either side (None: windows of max_length tokens over the document)
+    segment_tokens: int | None = None
+    context_tokens: int | None = None
+
+    def side_files(self) -> list[str]:
+        return [f for f in (self.linear_prior, self.clause_starts) if f]
+
+    @property
+    def decides_by_thresholds(self) -> bool:
+        return bool(self.thresholds)
+
+    def card_lines(self) -> list[str]:
+        lines = []
+        if self.thresholds:
+            lines.append(
+                "- Decision thresholds per label (how they were chosen: `run.dev_thresholds` in the run's "
+                "metrics.json): " + ", ".join(f"{lb} {t}" for lb, t in zip(self.labels, self.thresholds))
+            )
+        if self.linear_prior:
+            lines.append(
+                f"- Each segment's logit adds a TF-IDF + logistic regression model's logit (`{self.linear_prior}`, "
+                "scikit-learn, stored with joblib: a pickle, so load only artifacts you trust)"
+            )
+        if self.combination:
+            alone = [lb for lb, w in zip(self.labels, self.combination) if w[1] == 0]
+            lines.append(
+                "- The two logits are combined per label with weights fitted on training documents held out of "
+                "training; "
+                + (
+                    f"these labels use the linear model alone (the encoder did not help there): {', '.join(alone)}"
+                    if alone
+                    else "every label uses both"
+                )
+            )
+        return lines
+
+
 TASK = Task(
     name="segment_classification",
     recipe=SegmentClassificationRecipe,
@@ -266,4 +314,5 @@ TASK = Task(
     pipeline_tag="text-classification",
     speed_docs=8,
     baseline="toolkit.registry.segment_baseline:baseline_recipe_data",
+    meta=SegmentModelMeta,
 )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.saved import ModelMeta
 from toolkit.registry.sections import ModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
 
@@ -100,6 +101,26 @@ class SpanGenerationRecipe(ExtractionRecipe):
         return self
 
 
+# Keys a span_generation model saved at the top level of toolkit.json before they were nested under "generation"
+# (its "selector" was the fitted selector's report, which stays at the top level).
+_FLAT_GENERATION_KEYS = tuple(k for k in GenerationConfig.model_fields if k != "selector")
+
+
+class GenerationModelMeta(ModelMeta):
+    """toolkit.json of a span-generation model."""
+
+    generation: GenerationConfig | None = None  # how spans are written and generated
+    selector: dict[str, Any] | None = None  # the fitted window selector's report
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_generation(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "target" in data and "generation" not in data:
+            data = dict(data)
+            data["generation"] = {k: data.pop(k) for k in _FLAT_GENERATION_KEYS if k in data}
+        return data
+
+
 TASK = Task(
     name="span_generation",
     recipe=SpanGenerationRecipe,
@@ -114,4 +135,5 @@ TASK = Task(
     pipeline_tag="text-generation",
     speed_docs=4,
     onnx_task="text-generation-with-past",
+    meta=GenerationModelMeta,
 )

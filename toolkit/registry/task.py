@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from toolkit.registry.saved import ModelMeta
 from toolkit.registry.sections import DataConfig, Strict, SweepConfig
 
 # What a task's model puts out, which is what export compares for parity and how compare times it:
@@ -92,6 +93,7 @@ class Task:
     # "module:function": (a recipe mapping, a function applying the command line's overrides) -> its baseline's
     # mapping (`toolkit run --linear-baseline`); None: the task has no baseline
     baseline: str | None = None
+    meta: type[ModelMeta] = ModelMeta  # the toolkit.json fields its models save
 
     @property
     def key(self) -> str:

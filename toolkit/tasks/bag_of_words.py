@@ -14,7 +14,7 @@ from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.segment_baseline import LinearSegmentClassifier, segment_inputs
-from toolkit.rundir import ModelMeta
+from toolkit.rundir import ModelMeta, model_meta
 from toolkit.spans.segment_decoding import probability_logit, segment_starts, segment_targets
 from toolkit.spans.segments import segment_text
 
@@ -163,7 +163,7 @@ def fit_linear_prior(
     documents = segment_documents(records, labels, min_overlap)
     if not any(d.inputs for d in documents):
         raise ToolkitError("segments.linear_prior: the training documents hold no text", fix="check data.train")
-    meta = ModelMeta(task=task, labels=labels, multi_label=True)
+    meta = model_meta(task=task, labels=labels, multi_label=True)
     # Out-of-fold clause starts are read only where thresholds are chosen on training documents (held_out).
     scores, k = out_of_fold_scores(documents, meta, folds, seed, clause_starts and fold_starts)
     return LinearPrior(fit_classifier(documents, meta, seed, clause_starts), scores, k, time.perf_counter() - started)

@@ -19,7 +19,7 @@ from toolkit.data.corpora import TextReport, pack_blocks, read_texts, split_bloc
 from toolkit.errors import ConfigError
 from toolkit.models.building import build_causal_model, build_masked_model
 from toolkit.registry.pretraining import CausalPretrainRecipe, MaskedPretrainRecipe
-from toolkit.rundir import REPORT_FILE, Metrics, ModelMeta, save_model_dir, write_metrics_file
+from toolkit.rundir import REPORT_FILE, Metrics, model_meta, save_model_dir, write_metrics_file
 from toolkit.tasks.flow import Flow, Prepared, RunResult, Trained
 from toolkit.tasks.training import pad_collator, parameter_counts, training_arguments
 
@@ -235,7 +235,7 @@ class Pretraining(Flow):
             model,
             p.tokenizer,
             directory,
-            ModelMeta(task=recipe.task, base_model=recipe.model.name, max_length=recipe.model.max_length),
+            model_meta(task=recipe.task, base_model=recipe.model.name, max_length=recipe.model.max_length),
         )
 
     def evaluate(

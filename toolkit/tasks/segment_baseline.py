@@ -17,7 +17,7 @@ from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.infer.segment_baseline import LINEAR_FILE, LinearSegmentClassifier
 from toolkit.registry.segment_baseline import LinearSegmentsRecipe
-from toolkit.rundir import MODEL_DIR, ModelMeta, start_run_dir, write_meta
+from toolkit.rundir import MODEL_DIR, model_meta, start_run_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.bag_of_words import SegmentedDocument, fit_classifier, out_of_fold_scores, segment_documents, stacked
@@ -45,7 +45,7 @@ def out_of_fold_thresholds(
     fitted on the others, the sweep over all of them, the best Jaccard F1 per label (as `tuned` does on dev).
     Dev then only reports, and the choice rests on every training document rather than a few dev ones.
     `documents` are `records` already segmented (once, for the full fit and every fold)."""
-    meta = ModelMeta(task=recipe.task, classifier=recipe.model.kind, labels=labels, multi_label=True)
+    meta = model_meta(task=recipe.task, classifier=recipe.model.kind, labels=labels, multi_label=True)
     s = recipe.segments
     scores, k = out_of_fold_scores(documents, meta, s.folds, recipe.seed, s.clause_starts)
     how = f"chosen on out-of-fold scores of the {len(records)} training documents ({k} folds)"
@@ -87,7 +87,7 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
     }
     start_run_dir(recipe, run_dir, plan)
     space = LabelSpace(tuple(labels), multi_label=True).to_meta()
-    meta = ModelMeta(task=recipe.task, classifier=recipe.model.kind, **space, min_overlap=recipe.segments.min_overlap)
+    meta = model_meta(task=recipe.task, classifier=recipe.model.kind, **space, min_overlap=recipe.segments.min_overlap)
     fitted = fit_classifier(documents, meta, recipe.seed, recipe.segments.clause_starts)
     fit_seconds = time.perf_counter() - started
     chosen = None

@@ -30,7 +30,7 @@ from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.models.building import build_segment_model
 from toolkit.models.runtimes import preferred_autocast
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
-from toolkit.rundir import MODEL_DIR, ModelMeta, load_meta, save_model_dir, write_meta
+from toolkit.rundir import MODEL_DIR, ModelMeta, load_meta, model_meta, save_model_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segment_decoding import sigmoid
 from toolkit.spans.segments import segment_text
@@ -341,7 +341,7 @@ class SegmentClassification(Flow):
         return compute_metrics
 
     def _meta(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared) -> ModelMeta:
-        return ModelMeta(
+        return model_meta(
             task=recipe.task,
             # multi_label: labels are decided independently and their spans may overlap.
             **LabelSpace(tuple(p.labels), multi_label=True).to_meta(),

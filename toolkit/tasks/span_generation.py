@@ -24,7 +24,7 @@ from toolkit.infer.generator import SpanGenerator
 from toolkit.infer.selector import SelectorFit, fit_window_selector, spans_reachable
 from toolkit.models.building import build_causal_model
 from toolkit.registry.span_generation import SpanGenerationRecipe
-from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir, write_hallucinations
+from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, model_meta, save_model_dir, write_hallucinations
 from toolkit.tasks.features import (
     FeatureReport,
     GenerationWindows,
@@ -142,7 +142,7 @@ class SpanGeneration(Flow):
         )
 
     def meta(self, recipe: SpanGenerationRecipe, p: GenerationPrepared) -> ModelMeta:
-        return ModelMeta(
+        return model_meta(
             task=recipe.task,
             labels=p.labels,
             max_length=recipe.model.max_length,

@@ -22,7 +22,7 @@ from toolkit.infer.tagger import Tagger
 from toolkit.models.building import build_token_model
 from toolkit.models.runtimes import preferred_autocast
 from toolkit.registry.token_classification import TokenClassificationRecipe
-from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, save_model_dir
+from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, model_meta, save_model_dir
 from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window
@@ -293,7 +293,7 @@ class TokenClassification(Flow):
         save_model_dir(model, p.tokenizer, directory, self.meta(recipe, p))
 
     def meta(self, recipe: TokenClassificationRecipe, p: TokenPrepared) -> ModelMeta:
-        return ModelMeta(
+        return model_meta(
             task=recipe.task, **p.space.to_meta(), max_length=recipe.model.max_length, stride=recipe.model.stride
         )
 
