@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "bench" / "results"
 PAGE = ROOT / "docs" / "results.md"
+CHARTS = ROOT / "docs" / "charts"  # one SVG per table of the page, generated with it
 README = ROOT / "README.md"
 INDEX = ROOT / "docs" / "index.md"  # the site's front page carries the same headline table
 HEADLINE_START, HEADLINE_END = "<!-- headline results: start -->", "<!-- headline results: end -->"
@@ -348,8 +350,13 @@ def _figure(r: Record) -> str:
     return f"{r.value:.3f}{ci}"
 
 
+def chart_name(table: str) -> str:
+    """The chart file of a table: its title as a file name."""
+    return re.sub(r"[^a-z0-9]+", "-", table.lower()).strip("-") + ".svg"
+
+
 def render_page(records: list[Record]) -> str:
-    """docs/results.md. Pure."""
+    """docs/results.md: per table, its chart, its systems' figures, and the commands that made them. Pure."""
     lines = [
         "# Results",
         "",
@@ -362,26 +369,84 @@ def render_page(records: list[Record]) -> str:
         "what earlier experiments found, is in the [changelog](changelog.md).",
         "",
     ]
-    tables: dict[str, list[Record]] = {}
-    for r in records:
-        tables.setdefault(r.table, []).append(r)
-    for table, rows in sorted(tables.items()):
-        lines += [f"## {table}", ""]
+    for table, rows in _tables(records).items():
         lines += [
-            "| system | figure (95% CI) | also | training | inference | CPU | command |",
-            "|---|---|---|---|---|---|---|",
+            f"## {table}",
+            "",
+            f"![{table}: each system's figure with its 95% CI](charts/{chart_name(table)})",
+            "",
         ]
-        for r in rows:
+        lines += ["| system | figure (95% CI) | also | training | inference |", "|---|---|---|---|---|"]
+        for i, r in enumerate(rows, start=1):
             also = ", ".join(f"{k} {v:.3f}" if abs(v) < 10 else f"{k} {v:.0f}" for k, v in r.others.items())
             inference = f"{_seconds(r.inference_seconds)} for {r.documents} docs" if r.inference_seconds else ""
             lines.append(
-                f"| {r.system} | {r.metric} {_figure(r)} | {also} | {_seconds(r.train_seconds)} | {inference} | "
-                f"{_cpu(r)} | `{r.command}` (at {r.commit}, {r.date}) |"
+                f"| {i}. {r.system} | {r.metric} {_figure(r)} | {also} | {_seconds(r.train_seconds)} | {inference} |"
             )
+        lines += ["", "How each was made (command, revision, date, CPU):", ""]
+        lines += [f"{i}. `{r.command}` (at {r.commit}, {r.date}; {_cpu(r)})" for i, r in enumerate(rows, start=1)]
         notes = [r for r in rows if r.note]
-        lines += [""] + [f"- {r.system}: {r.note}" for r in notes] + ([""] if notes else [])
+        lines += ["", "Notes:", ""] + [f"- {r.system}: {r.note}" for r in notes] + [""] if notes else [""]
         lines += model_lines([r for r in rows if r.models])
     return "\n".join(lines)
+
+
+def _tables(records: list[Record]) -> dict[str, list[Record]]:
+    tables: dict[str, list[Record]] = {}
+    for r in records:
+        tables.setdefault(r.table, []).append(r)
+    return dict(sorted(tables.items()))
+
+
+# A chart is a few bars with whiskers; written here as SVG text (no plotting library) so that the same records
+# give the same bytes on every machine, which `page --check` compares.
+BAR_HEIGHT, LABEL_WIDTH, PLOT_WIDTH, VALUE_WIDTH = 22, 300, 280, 140
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def render_chart(table: str, rows: list[Record]) -> str:
+    """One table's chart: per system (numbered as in its table) a bar of its figure and its 95% CI as a whisker,
+    one panel per metric and unit. Scores share the 0-1 axis; other units start at 0. Pure."""
+    panels: dict[tuple[str, str | None], list[tuple[int, Record]]] = {}
+    for i, r in enumerate(rows, start=1):
+        panels.setdefault((r.metric, r.unit), []).append((i, r))
+    width = LABEL_WIDTH + PLOT_WIDTH + VALUE_WIDTH
+    parts, y = [], 8
+    for (metric, unit), members in panels.items():
+        top = 1.0 if unit is None else max(max(r.value, *(r.ci95 or (0.0, 0.0))) for _, r in members) * 1.1 or 1.0
+        scale = PLOT_WIDTH / top
+        parts.append(f'<text x="{LABEL_WIDTH}" y="{y + 12}" font-weight="bold">{_escape(metric)}</text>')
+        y += 20
+        for i, r in members:
+            name = r.system if len(r.system) <= 44 else r.system[:43] + "…"
+            bar = round(r.value * scale, 1)
+            parts.append(f'<text x="{LABEL_WIDTH - 8}" y="{y + 15}" text-anchor="end">{i}. {_escape(name)}</text>')
+            parts.append(
+                f'<rect x="{LABEL_WIDTH}" y="{y + 4}" width="{bar}" height="{BAR_HEIGHT - 8}" fill="#5b8def"/>'
+            )
+            if r.ci95:
+                lo, hi = (round(LABEL_WIDTH + v * scale, 1) for v in r.ci95)
+                mid = y + BAR_HEIGHT / 2
+                parts.append(
+                    f'<path d="M{lo} {mid}H{hi}M{lo} {mid - 5}V{mid + 5}M{hi} {mid - 5}V{mid + 5}" stroke="#222"/>'
+                )
+            parts.append(f'<text x="{LABEL_WIDTH + PLOT_WIDTH + 8}" y="{y + 15}">{_escape(_figure(r))}</text>')
+            y += BAR_HEIGHT
+        y += 10
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" viewBox="0 0 {width} {y}" '
+        f'font-family="sans-serif" font-size="12" role="img"><title>{_escape(table)}</title>'
+        + "".join(parts)
+        + "</svg>\n"
+    )
+
+
+def render_charts(records: list[Record]) -> dict[str, str]:
+    """File name -> SVG, one per table of the page. Pure."""
+    return {chart_name(table): render_chart(table, rows) for table, rows in _tables(records).items()}
 
 
 def model_lines(records: list[Record]) -> list[str]:
@@ -553,14 +618,20 @@ def main() -> int:
     headline = render_headline(records)
     want = {PAGE: render_page(records) + "\n"}
     want |= {p: readme_with(p.read_text(encoding="utf-8"), headline) for p in (README, INDEX)}
+    want |= {CHARTS / name: svg for name, svg in render_charts(records).items()}
     stale = [p for p, text in want.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    gone = [p for p in CHARTS.glob("*.svg") if p not in want]  # charts of tables no record holds any more
     if args.check:
-        for p in stale:
+        for p in stale + gone:
             print(f"{p.relative_to(ROOT)} is not what bench/results/*.json give: run python scripts/results.py page")
-        return 1 if stale else 0
+        return 1 if stale or gone else 0
+    CHARTS.mkdir(exist_ok=True)
     for p in stale:
         p.write_text(want[p], encoding="utf-8")
         print(f"wrote {p.relative_to(ROOT)}")
+    for p in gone:
+        p.unlink()
+        print(f"removed {p.relative_to(ROOT)}")
     return 0
 
 

@@ -264,3 +264,25 @@ def test_the_architecture_guide_names_every_package_and_top_level_module():
     loose = [p.name for p in toolkit.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
     missing += [name for name in loose if f"`{name}`" not in guide]
     assert missing == [], f"docs/reference/architecture.md does not name {missing}"
+
+
+def test_the_results_page_reads_at_1280_px_with_a_chart_per_table(site, browser_page, tmp_path):
+    """No table scrolls sideways in a 1280 px window, and each table's generated chart is drawn above it."""
+    browser, problems = browser_page
+    browser.set_viewport_size({"width": 1280, "height": 900})
+    browser.goto((site / "results" / "index.html").as_uri())
+    tables = browser.locator("article table")
+    # Material wraps each table in a box that scrolls sideways when the table is wider than the text column.
+    wide = browser.evaluate(
+        "() => [...document.querySelectorAll('article table')].map(t => [t.closest('.md-typeset__scrollwrap') ||"
+        " t.parentElement, t]).filter(([box, t]) => box.scrollWidth > box.clientWidth + 1)"
+        ".map(([box, t]) => t.querySelector('td').innerText)"
+    )
+    charts = browser.evaluate(
+        "() => [...document.querySelectorAll('article img')].map(i => [i.getAttribute('src'), i.naturalWidth])"
+    )
+    headings = browser.locator("article h2").count()
+    browser.screenshot(path=str(tmp_path / "results_1280.png"), full_page=True)
+    assert tables.count() >= headings > 0 and wide == []
+    assert len(charts) == headings and all(width > 0 for _, width in charts), charts
+    assert problems == []
