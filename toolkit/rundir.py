@@ -48,7 +48,7 @@ MODEL_DIR = "model"
 META_FILE = "toolkit.json"
 MANIFEST = "manifest.json"
 ONNX_FILE = "model.onnx"
-OPENVINO_WEIGHTS = "openvino_model.bin"  # an OpenVINO artifact's weights (infer/openvino_model.py)
+OPENVINO_WEIGHTS = "openvino_model.bin"  # an OpenVINO artifact's weights (models/openvino.py)
 ARTIFACT_FORMAT = 1
 
 

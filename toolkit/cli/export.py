@@ -9,6 +9,9 @@ import typer
 from rich.markup import escape
 
 from toolkit.cli.common import console, err_console
+from toolkit.deploy.paths import PATHS
+
+PATH_NAMES = ", ".join(f"{p.name} ({', '.join(p.aliases)})" if p.aliases else p.name for p in PATHS.values())
 
 
 def export_(
@@ -17,10 +20,8 @@ def export_(
     precision: Annotated[
         str,
         typer.Option(
-            help="auto: measure every path this machine allows and keep the fastest within budget; or one path: "
-            "onnx_fp32 (fp32), onnx_fused (fused), onnx_int8 (int8: blockwise 8-bit weights), pytorch_fp32 (pytorch), "
-            "pytorch_bf16 (bf16), openvino_fp32, openvino_bf16, openvino_int8 (OpenVINO; int8 calibrated on "
-            "training windows by NNCF), openvino_int8_bf16 (the same int8, bf16 outside its matmuls)."
+            help="auto: measure every path this machine allows and keep the fastest within budget; or one path (or "
+            f"its short name): {PATH_NAMES}."
         ),
     ] = "auto",
     quantize: Annotated[str | None, typer.Option(hidden=True, help="Older name of --precision.")] = None,

@@ -1,7 +1,7 @@
 """Fitting the linear segment model (TF-IDF over each segment with its neighbours' words, one logistic
 regression per label with balanced class weights, scikit-learn): documents segmented once, the fit, its
 out-of-fold scores over the training documents, and the fit as an encoder's prior (segments.linear_prior).
-The baseline's flow (`segment_linear`) and the encoder's segment flow both use it."""
+The baseline's flow (`segment_baseline`) and the encoder's segment flow both use it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """task: segment_classification with `model.kind: linear`: the bag-of-words baseline.
 
 TF-IDF over each segment (with its neighbours' words) and one logistic regression per label with
-balanced class weights (scikit-learn, `linear_model.py`), fitted in seconds. It has no Trainer, so its flow
+balanced class weights (scikit-learn, `bag_of_words.py`), fitted in seconds. It has no Trainer, so its flow
 replaces `run` and `plan` rather than going through `flow.run_flow`; it writes the same run directory
 (config.yaml, data_report.json, model/ with toolkit.json, predictions, metrics with the same thresholds and
 ranking metrics as the encoder), so `toolkit eval` and `toolkit compare` treat it like any run.

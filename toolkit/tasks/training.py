@@ -102,7 +102,7 @@ def training_arguments(
     from transformers import TrainingArguments
 
     t = recipe.train
-    # With eval_every_seconds the training clock (tasks/curves.py) asks for each evaluation and checkpoint; the
+    # With eval_every_seconds the training clock (tasks/learning_curve.py) asks for each evaluation and checkpoint; the
     # Trainer's own step schedule is set beyond reach.
     every = NEVER_STEPS if t.eval_every_seconds is not None else t.eval_every
     schedule = (
