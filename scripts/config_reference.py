@@ -1,5 +1,5 @@
-"""Write docs/reference/config.md from the recipe models themselves (toolkit/registry, toolkit/registry/sections.py)
-and the service's settings (toolkit/deploy/guard.py): every section and key of every task, with its type,
+"""Write docs/reference/config.md from the recipe models themselves (toolkit/registry, its recipe_sections.py)
+and the service's settings (toolkit/deploy/settings.py): every section and key of every task, with its type,
 default, allowed values and description, so the reference cannot drift from what `toolkit run` accepts.
 
     python scripts/config_reference.py          # rewrite the page
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "reference" / "config.md"
 sys.path.insert(0, str(ROOT))
 
-from toolkit.deploy.guard import ServeSettings  # noqa: E402
+from toolkit.deploy.settings import ServeSettings  # noqa: E402
 from toolkit.registry import TASKS  # noqa: E402
 
 Row = tuple[str, str, str, str, str]  # key, type, default, allowed, description

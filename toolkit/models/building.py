@@ -9,7 +9,7 @@ import re
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.models.gemma import register_gemma_tagger
 from toolkit.models.pretrained import check_window_fits, fix_decoder_tokenizer, load_tokenizer, resolve_model_name
-from toolkit.registry.sections import ClassifierModelConfig, LoraConfigModel, ModelConfig, PretrainedModelConfig
+from toolkit.registry.recipe_sections import ClassifierModelConfig, LoraConfigModel, ModelConfig, PretrainedModelConfig
 from toolkit.spans.label_space import LabelSpace
 
 # Config attribute names per knob, across architectures (BERT/RoBERTa, DistilBERT, Llama/GPT-2 ...).

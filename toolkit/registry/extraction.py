@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from toolkit.registry.sections import EvalConfig
+from toolkit.registry.recipe_sections import EvalConfig
 from toolkit.registry.task import RecipeBase
 from toolkit.scoring import span_summary_names
 

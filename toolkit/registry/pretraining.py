@@ -7,8 +7,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from toolkit.registry.recipe_sections import ModelConfig, PretrainedModelConfig, Strict, TrainConfig
 from toolkit.registry.saved import ModelMeta
-from toolkit.registry.sections import ModelConfig, PretrainedModelConfig, Strict, TrainConfig
 from toolkit.registry.task import RecipeBase, Task
 from toolkit.scoring import PRETRAIN_SUMMARY
 

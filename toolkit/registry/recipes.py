@@ -1,7 +1,7 @@
 """Recipes: strict, typed configuration read from YAML.
 
 One recipe file is one run, or one sweep when it has a `sweep:` block. A recipe is validated as the
-recipe of its `task:` (`toolkit.registry`), whose sections are in `toolkit.registry.sections`: an unknown key,
+recipe of its `task:` (`toolkit.registry`), whose sections are in `toolkit.registry.recipe_sections`: an unknown key,
 or an option of another task, fails with its key path, and every error is reported at once with a fix.
 `key=value` overrides on the command line use the same dotted paths (`train.learning_rate=2e-5`).
 """
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import ConfigError
 from toolkit.registry import RECIPE, TASKS, Recipe, RecipeBase, recipe_key  # noqa: F401 - Recipe re-exported
-from toolkit.registry.sections import DropoutConfig, LoraConfigModel, ModelConfig  # noqa: F401 - re-exported
+from toolkit.registry.recipe_sections import DropoutConfig, LoraConfigModel, ModelConfig  # noqa: F401 - re-exported
 
 
 def _section(model: type[BaseModel], key: str) -> type[BaseModel] | None:

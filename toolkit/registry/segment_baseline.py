@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from toolkit.errors import ConfigError
 from toolkit.registry.extraction import ExtractionRecipe
-from toolkit.registry.sections import Strict
+from toolkit.registry.recipe_sections import Strict
 from toolkit.registry.segment_classification import SegmentDecisionConfig, SegmentModelMeta
 from toolkit.registry.task import RecipeBase, Task
 

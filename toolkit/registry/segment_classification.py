@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.recipe_sections import ClassifierModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.saved import ModelMeta
-from toolkit.registry.sections import ClassifierModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
 from toolkit.scoring import SCORING
 

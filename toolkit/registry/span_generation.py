@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
+from toolkit.registry.recipe_sections import ModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.saved import ModelMeta
-from toolkit.registry.sections import ModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
 
 

@@ -9,8 +9,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from toolkit.registry.recipe_sections import DataConfig, Strict, SweepConfig
 from toolkit.registry.saved import ModelMeta
-from toolkit.registry.sections import DataConfig, Strict, SweepConfig
 
 # What a task's model puts out, which is what export compares for parity and how compare times it:
 # per-token tag logits, per-token logits of segment labels, or generated text.

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
-from toolkit.registry.sections import ClassifierModelConfig, MultiCorpusDataConfig, TrainConfig, WindowsConfig
+from toolkit.registry.recipe_sections import ClassifierModelConfig, MultiCorpusDataConfig, TrainConfig, WindowsConfig
 from toolkit.registry.task import Task
 
 
