@@ -10,7 +10,8 @@ Each revision is checked out into its own worktree and runs, with its own code:
   by timing), of the segment run and of the CLM run, each followed by `toolkit predict` over the artifact;
 - the service over the segment and the int8 MLM artifacts (one request per dev document).
 
-Then, per output: predictions, hallucinations and saved weights byte for byte; metrics.json, and each
+Then, per output: predictions, hallucinations and saved weights byte for byte (a predicted row's source path,
+the revision's worktree, read as one); metrics.json, and each
 manifest's parity section, byte for byte once the fields that measure time or memory are set equal; and the
 served answers. Exit 1 when anything differs. `--reuse` keeps a revision's outputs from an earlier call, step by step.
 """
@@ -160,6 +161,11 @@ def _digest(folder: Path) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest() if files else ""
 
 
+def _same_rows(a: Path, b: Path, base: Path, head: Path) -> bool:
+    """Prediction rows byte for byte, once each row's source path (the revision's own worktree) reads alike."""
+    return a.read_bytes().replace(str(base).encode(), b"<out>") == b.read_bytes().replace(str(head).encode(), b"<out>")
+
+
 def compare_outputs(base: Path, head: Path) -> list[str]:
     """One line per output compared: 'same' or what differs."""
     lines = []
@@ -188,9 +194,9 @@ def compare_outputs(base: Path, head: Path) -> list[str]:
         same = _same_json(a / "manifest.json", b / "manifest.json", "parity")
         lines.append(f"export {name} manifest parity: {'same but measured' if same else 'DIFFERENT'}")
         pa, pb = base / "predict" / f"{name}.jsonl", head / "predict" / f"{name}.jsonl"
-        lines.append(f"predict {name}: {'same bytes' if pa.read_bytes() == pb.read_bytes() else 'DIFFERENT'}")
+        lines.append(f"predict {name}: {'same bytes' if _same_rows(pa, pb, base, head) else 'DIFFERENT'}")
     a, b = base / "predict" / "run_mlm.jsonl", head / "predict" / "run_mlm.jsonl"
-    lines.append(f"predict run_mlm: {'same bytes' if a.read_bytes() == b.read_bytes() else 'DIFFERENT'}")
+    lines.append(f"predict run_mlm: {'same bytes' if _same_rows(a, b, base, head) else 'DIFFERENT'}")
     for name in SERVED:
         fa, fb = base / f"served_{name}.json", head / f"served_{name}.json"
         if not fa.is_file() and not fb.is_file():
