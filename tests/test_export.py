@@ -346,3 +346,11 @@ def test_windows_sized_to_each_document_are_measured_and_kept_only_within_budget
     # --windows trained keeps the run's windows and measures nothing.
     manifest = export_run(tiny_mlm_run, tmp_path / "trained", precision="fp32", parity_docs=5, windows="trained")
     assert "fitted" not in manifest["windowing"] and load_predictor(tmp_path / "trained").window_limit is None
+
+
+def test_export_help_names_every_registered_path():
+    from toolkit.cli.export import PATH_NAMES
+    from toolkit.deploy.paths import PATHS
+
+    listed = ", ".join(f"{p.name} ({', '.join(p.aliases)})" if p.aliases else p.name for p in PATHS.values())
+    assert PATH_NAMES == listed

@@ -34,12 +34,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Fine-tune encoders and decoders to extract clauses and entities: check data, import/export, train, serve.",
 )
-# Command name -> its function, in the order `toolkit --help` lists them.
+# Command name -> its function (or its group of subcommands), in the order `toolkit --help` lists them.
 COMMANDS = {
     "check": check.check,
     "import": import_data.import_,
     "export-data": export_data.export_data,
     "run": run.run,
+    "recipes": recipes.app,
     "eval": evaluate.eval_,
     "predict": predict.predict,
     "review": review.review,
@@ -52,9 +53,10 @@ COMMANDS = {
     "demo": demo.demo,
 }
 for _name, _command in COMMANDS.items():
-    app.command(_name)(_command)
-    if _name == "run":  # `recipes` lists right after `run`, as before
-        app.add_typer(recipes.app, name="recipes")
+    if isinstance(_command, typer.Typer):
+        app.add_typer(_command, name=_name)
+    else:
+        app.command(_name)(_command)
 
 
 def main() -> None:

@@ -9,9 +9,13 @@ import typer
 from rich.markup import escape
 
 from toolkit.cli.common import console, err_console
-from toolkit.deploy.paths import PATHS
 
-PATH_NAMES = ", ".join(f"{p.name} ({', '.join(p.aliases)})" if p.aliases else p.name for p in PATHS.values())
+# The paths of toolkit.deploy.paths.PATHS, written out: importing the registry (builders, runtimes, run files) would
+# cost every `toolkit` command a tenth of a second at start-up. tests/test_export.py checks the list is whole.
+PATH_NAMES = (
+    "onnx_fp32 (fp32), onnx_fused (fused), onnx_int8 (int8), pytorch_fp32 (pytorch), pytorch_bf16 (bf16), "
+    "openvino_fp32, openvino_bf16, openvino_int8, openvino_int8_bf16"
+)
 
 
 def export_(

@@ -12,7 +12,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from toolkit.deploy.batcher import MAX_BATCH_DOCS
-from toolkit.rundir import MANIFEST as MANIFEST_FILE
 
 
 class ServeSettings(BaseModel):
@@ -60,7 +59,9 @@ class ServeSettings(BaseModel):
         """The settings in `env` (default: this process's environment), each TOOLKIT_<NAME>."""
         env = os.environ if env is None else env
         # A bento carries its artifact in ./artifact (toolkit.deploy.bento).
-        artifact = env.get("TOOLKIT_ARTIFACT") or ("artifact" if (Path("artifact") / MANIFEST_FILE).is_file() else None)
+        from toolkit.rundir import MANIFEST  # here, not above: `toolkit` reads these settings' defaults at start-up
+
+        artifact = env.get("TOOLKIT_ARTIFACT") or ("artifact" if (Path("artifact") / MANIFEST).is_file() else None)
         if not artifact:
             raise RuntimeError(
                 "TOOLKIT_ARTIFACT is not set: point it at a directory made by `toolkit export` (or use `toolkit serve "
