@@ -3,8 +3,7 @@ import torch
 
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.models.building import apply_dropout, build_token_model
-from toolkit.registry.recipe_sections import ClassifierModelConfig
-from toolkit.registry.recipes import DropoutConfig
+from toolkit.registry.recipe_sections import ClassifierModelConfig, DropoutConfig
 from toolkit.spans.label_space import LabelSpace
 from toolkit.tasks.token_classification import class_weights
 

@@ -17,8 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import ConfigError
-from toolkit.registry import RECIPE, TASKS, Recipe, RecipeBase, recipe_key  # noqa: F401 - Recipe re-exported
-from toolkit.registry.recipe_sections import DropoutConfig, LoraConfigModel, ModelConfig  # noqa: F401 - re-exported
+from toolkit.registry import RECIPE, TASKS, RecipeBase, recipe_key
 
 
 def _section(model: type[BaseModel], key: str) -> type[BaseModel] | None:
