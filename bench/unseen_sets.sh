@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 45's protocol, used again by issue 58 (sets defined in bench/unseen_clause_sets.py, written down before any run on them).
+# Issue 45's protocol, used again by issues 58 and 61 (sets defined in bench/unseen_clause_sets.py, written down before any run on them).
 #   ROLE=select:  on the two select_* sets, the linear baseline and the variants of the recipe being chosen
 #                 among (VARIANTS below); the defaults are chosen from these and frozen in a commit.
 #   ROLE=confirm: on the two confirm_* sets, once, after the freeze: the linear baseline and the recipe at its
@@ -27,6 +27,9 @@ train.epochs=12 train.early_stopping_patience=2 train.learning_rate=5e-5 train.b
 BEFORE="$WINDOWS segments.combination=sum segments.thresholds=fixed segments.min_steps=null train.early_stopping_patience=null"
 declare -A VARIANTS=(
   [defaults]=""  # the recipe as committed
+  # issue 61: every training document scored out of fold by 3 fold encoders (each to its plateau), the served one
+  # refit on all; the stack and its one-sided test fitted on those scores
+  [cross_fitted]="segments.thresholds=cross_fitted"
   # issue 58's frozen-layer lever on the defaults: the top 3 of 6 layers trained, the frozen part cached
   [top3_cached]="model.train_layers=3"
   [before]="$BEFORE"

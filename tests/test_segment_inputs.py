@@ -235,3 +235,46 @@ def test_a_run_with_frozen_lower_layers_replays_them_and_leaves_them_unchanged(t
     assert not torch.equal(
         before.base_model.encoder.layer[1].output.dense.weight, after.base_model.encoder.layer[1].output.dense.weight
     )
+
+
+def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serves_one_refit_encoder(
+    tiny_bert, tmp_path
+):
+    from toolkit.infer import load_predictor
+    from toolkit.registry.recipes import load_recipe
+    from toolkit.rundir import open_run
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.segment_cross_fit import FOLDS_DIR
+
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN]
+    overrides += ["segments.thresholds=cross_fitted", "train.epochs=3", "train.early_stopping_patience=1"]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "cross")
+    plan = json.loads((result.run_dir / "data_report.json").read_text())
+    assert plan["threshold_documents"] == 12 and plan["cross_fitted"]["folds"] == 3
+    assert plan["train"]["documents"] == 12  # nothing held out: the served encoder trains on every document
+
+    crossing = result.run["cross_fitting"]
+    assert crossing["folds"] == 3 and crossing["documents"] == 12
+    assert [f["documents"] for f in crossing["per_fold"]] == [4, 4, 4]
+    # Every gold clause of the training documents was scored by a fold encoder that did not train on it.
+    clauses = crossing["out_of_fold_clauses"]
+    assert clauses == {lb: row["evidence_clauses"] for lb, row in result.run["combination"].items()}
+    assert sum(clauses.values()) > 0
+    for fold in crossing["per_fold"]:
+        assert fold["held_out_curve"] and fold["best_epoch"] is not None and fold["ended_by"]
+        assert not (result.run_dir / FOLDS_DIR / "fold_0" / "checkpoints").exists()
+    best = sorted(f["best_epoch"] for f in crossing["per_fold"])
+    assert crossing["refit_epochs"] == float(-(-best[1] // 1))  # the median best epoch, in whole epochs
+    assert result.run["epochs_completed"] == pytest.approx(crossing["refit_epochs"])
+
+    assert result.run["dev_thresholds"].startswith("fitted with the combination on 12 training documents scored out")
+    report, kept = result.run["combination"], result.run["encoder_kept"]
+    run = open_run(result.run_dir)
+    for j, label in enumerate(run.labels):
+        row = report[label]
+        assert row["evidence_documents"] == 12 and run.meta.thresholds[j] == row["threshold"]
+        assert (label in kept) == (row["uses"] == "encoder+linear")
+        if "p_value" in row:
+            assert 0 < row["p_value"] <= 1 and row["penalty"] > 0
+    assert set(result.metrics["models"]) == {"linear", "encoder", "final"}
+    assert load_predictor(result.run_dir).predict([TEXT])  # the served model loads and decides

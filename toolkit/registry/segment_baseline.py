@@ -32,10 +32,10 @@ class LinearSegmentsRecipe(ExtractionRecipe):
 
     @model_validator(mode="after")
     def _held_out_is_the_encoders(self) -> LinearSegmentsRecipe:
-        if self.segments.thresholds == "held_out":
+        if self.segments.thresholds in ("held_out", "cross_fitted"):
             raise ValueError(
-                "segments.thresholds=held_out keeps training documents from an encoder; the linear baseline refits "
-                "in seconds, so it chooses on every training document out of fold: use out_of_fold"
+                f"segments.thresholds={self.segments.thresholds} keeps training documents from an encoder; the linear "
+                "baseline refits in seconds, so it chooses on every training document out of fold: use out_of_fold"
             )
         return self
 
@@ -43,7 +43,7 @@ class LinearSegmentsRecipe(ExtractionRecipe):
 def linear_baseline_data(data: dict) -> dict:
     """A segment recipe's mapping as its bag-of-words baseline's: the same data, segment decisions and
     scoring, no encoder sections, and a name with a `_linear` suffix so the encoder's run is kept. An encoder's
-    thresholds=held_out or fixed becomes out_of_fold: thresholds chosen on training documents, dev only
+    thresholds=held_out, cross_fitted or fixed becomes out_of_fold: thresholds chosen on training documents, dev only
     reporting (the linear model's balanced probabilities are not calibrated for a fixed 0.5)."""
     if data.get("task") != TASK.name:
         raise ConfigError(
@@ -53,7 +53,7 @@ def linear_baseline_data(data: dict) -> dict:
         )
     kept = {k: v for k, v in data.items() if k in ("task", "name", "seed", "output_dir", "data", "eval")}
     segments = {k: v for k, v in (data.get("segments") or {}).items() if k in SegmentDecisionConfig.model_fields}
-    if segments.get("thresholds") in ("held_out", "fixed"):
+    if segments.get("thresholds") in ("held_out", "cross_fitted", "fixed"):
         # The baseline's way to choose on training documents, not dev: all of them, out of fold.
         segments["thresholds"] = "out_of_fold"
     return {

@@ -57,14 +57,28 @@ class SegmentDecisionConfig(Strict):
         le=1,
         description="A segment is positive for a label when this share of its characters lies in a span of it.",
     )
-    thresholds: Literal["tuned", "out_of_fold", "held_out", "fixed"] = Field(
+    thresholds: Literal["tuned", "out_of_fold", "cross_fitted", "held_out", "fixed"] = Field(
         default="tuned",
         description=(
             "Per-label thresholds saved with the model. tuned: chosen on dev (dev figures cross-fitted over its two "
             "halves); out_of_fold: chosen on the training documents' out-of-fold scores (segments.folds folds; the "
-            "linear baseline); held_out: chosen on a share of the training documents (segments.held_out_share) the "
-            "encoder does not train on; with either, dev only reports. fixed: "
-            f"{SCORING.decision_threshold} for every label."
+            "linear baseline); cross_fitted: every training document is scored by an encoder trained to its plateau "
+            "on the other segments.encoder_folds folds, thresholds are chosen on those scores, and the encoder "
+            "served is refit on every training document (for the folds' median best epoch); held_out: chosen on a "
+            "share of the training documents (segments.held_out_share) the encoder does not train on (what "
+            "cross_fitted does above segments.cross_fit_max_documents); with any of these three, dev only reports. "
+            f"fixed: {SCORING.decision_threshold} for every label."
+        ),
+    )
+    encoder_folds: int = Field(
+        default=3, ge=2, le=10, description="thresholds=cross_fitted: folds of the training documents, an encoder each."
+    )
+    cross_fit_max_documents: int | None = Field(
+        default=200,
+        ge=2,
+        description=(
+            "thresholds=cross_fitted: above this many training documents a held-out share (segments.held_out_share) "
+            "is evidence enough and costs one training, not encoder_folds + 1 (None: always cross-fit)."
         ),
     )
     folds: int = Field(default=5, ge=2, description="out_of_fold and linear_prior: folds of the training documents.")
@@ -107,12 +121,13 @@ class SegmentsConfig(SegmentDecisionConfig):
         default="sum",
         description=(
             "With segments.linear_prior, how the encoder's and the linear model's logits make the final score. sum: "
-            "added (the prior the encoder trains against). fitted: per label, a logistic regression over the two "
-            "logits and a threshold, fitted on the training documents held out of training "
-            "(segments.thresholds=held_out); a label where the encoder does not raise the held-out Jaccard F1 "
-            "(cross-fitted over two halves of them), or its logit fails a likelihood-ratio test against the linear "
-            "one, falls back to the linear model alone at its out-of-fold threshold. Training's evaluations and "
-            "best checkpoint then read those documents too, so dev only reports."
+            "added (the prior the encoder trains against). fitted: per label, a penalized logistic regression over "
+            "the two standardized logits (its penalty chosen by cross-validation grouped by document), fitted on "
+            "training documents the encoder did not train on (segments.thresholds=cross_fitted or held_out), with "
+            "its threshold chosen on its out-of-fold scores; a label where the encoder does not add to the linear "
+            "model on a one-sided test at 5% (out-of-fold log-loss, bootstrap over documents) is the linear model "
+            "alone at its out-of-fold threshold. Training's evaluations and best checkpoint read those documents "
+            "too, so dev only reports."
         ),
     )
     encoder_input: Literal["windows", "segments"] = Field(
@@ -204,10 +219,16 @@ class SegmentClassificationRecipe(ExtractionRecipe):
     @model_validator(mode="after")
     def _a_fitted_combination_needs_held_out_documents(self) -> SegmentClassificationRecipe:
         s = self.segments
-        if s.combination == "fitted" and (not s.linear_prior or s.thresholds != "held_out"):
+        if s.combination == "fitted" and (not s.linear_prior or s.thresholds not in ("cross_fitted", "held_out")):
             raise ValueError(
                 "segments.combination=fitted fits the encoder's and the linear model's weights on training documents "
-                "held out of training: set segments.linear_prior=true and segments.thresholds=held_out"
+                "the encoder did not train on: set segments.linear_prior=true and segments.thresholds=cross_fitted "
+                "(or held_out)"
+            )
+        if s.thresholds == "cross_fitted" and s.encoder_input != "segments":
+            raise ValueError(
+                "segments.thresholds=cross_fitted trains an encoder per fold to its held-out plateau, which segment "
+                "inputs do: set segments.encoder_input=segments (or use segments.thresholds=held_out)"
             )
         return self
 

@@ -19,8 +19,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.evaluate.scorer import score
@@ -30,7 +28,7 @@ from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.models.building import build_segment_model
 from toolkit.models.runtimes import preferred_autocast
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
-from toolkit.rundir import MODEL_DIR, ModelMeta, load_meta, model_meta, save_model_dir, write_meta
+from toolkit.rundir import MODEL_DIR, ModelMeta, model_meta, save_model_dir
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segment_decoding import sigmoid
 from toolkit.spans.segments import segment_text
@@ -43,7 +41,8 @@ from toolkit.tasks.features import (
     segment_input_features,
 )
 from toolkit.tasks.flow import Flow, Prepared, Trained
-from toolkit.tasks.segment_held_out import fit_held_out_combination, held_out_thresholds, hold_out
+from toolkit.tasks.segment_cross_fit import OutOfFold, cross_fit, uses_cross_fitting
+from toolkit.tasks.segment_held_out import choose_on_training_documents, hold_out
 from toolkit.tasks.segment_scoring import (
     best_thresholds,
     cross_fitted_summary,
@@ -55,6 +54,7 @@ from toolkit.tasks.segment_scoring import (
 )
 from toolkit.tasks.segment_trainer import (
     ENCODER_SELECTION,
+    encoder_metrics,
     encoder_training,
     epoch_sampler,
     evaluation_sample,
@@ -65,7 +65,6 @@ from toolkit.tasks.segment_trainer import (
     positive_weights,
     segment_collator,
     segment_dataset,
-    segment_macro_aupr,
     segment_trainer_class,
 )
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
@@ -88,6 +87,10 @@ class SegmentPrepared(Prepared):
     # out-of-fold thresholds over every training document (the fallback's)
     evidence: SegmentWindows | None = None
     linear_thresholds: list[float] | None = None
+    # thresholds=cross_fitted: every training document is a threshold document; the folds' scores of them, and
+    # the served encoder's refit epochs, once `train` has cross-fitted
+    cross_fitting: bool = False
+    out_of_fold: OutOfFold | None = None
 
 
 class SegmentClassification(Flow):
@@ -118,10 +121,14 @@ class SegmentClassification(Flow):
         labels = labels_to_learn(recipe, train_records)
         dev_records = filter_labels(dev_records, labels)
         m, s = recipe.model, recipe.segments
-        # thresholds=held_out: these training documents are kept out of training; thresholds are chosen on them.
+        # thresholds=held_out (or cross_fitted on a large set): these training documents are kept out of training;
+        # thresholds are chosen on them. cross_fitted: every training document, scored by the folds (`train`).
         n = len(train_records)
-        kept, held = hold_out(n, s.held_out_share, recipe.seed) if s.thresholds == "held_out" else (list(range(n)), [])
-        threshold_records = filter_labels([train_records[i] for i in held], labels)
+        crossing = uses_cross_fitting(recipe, n)
+        holding = s.thresholds == "held_out" or (s.thresholds == "cross_fitted" and not crossing)
+        kept, held = hold_out(n, s.held_out_share, recipe.seed) if holding else (list(range(n)), [])
+        scored_by_folds = held or (list(range(n)) if crossing else [])
+        threshold_records = filter_labels([train_records[i] for i in scored_by_folds], labels)
         all_train_records, train_records = train_records, [train_records[i] for i in kept]
         model, tokenizer = build_segment_model(m, labels)
         segment_inputs = s.encoder_input == "segments"
@@ -160,18 +167,18 @@ class SegmentClassification(Flow):
                 recipe.seed,
                 recipe.task,
                 s.clause_starts,
-                fold_starts=bool(held),
+                fold_starts=bool(scored_by_folds),
             )
             prior = fitted.classifier
             dev_texts = [r.text for r in dev_records]
             logits = fitted.train_logits
-            threshold_priors = fitted.train_scores.subset(held)
+            threshold_priors = fitted.train_scores.subset(scored_by_folds)
             if not segment_inputs:
                 train = train.with_priors([logits[i] for i in kept])
                 left_out = left_out.with_priors([logits[i] for i in kept])
                 dev = dev.with_priors(prior.logits(dev_texts, [segment_text(t) for t in dev_texts]))
             prior_plan = {"linear_prior": {"folds": fitted.folds, "seconds": round(fitted.seconds, 1)}}
-            if s.combination == "fitted":
+            if s.combination == "fitted" and not crossing:  # cross-fitting builds each fold's evaluation inputs
                 if segment_inputs:
                     evidence = features(threshold_records)[0]  # the encoder alone is evaluated on them
                 else:
@@ -179,6 +186,7 @@ class SegmentClassification(Flow):
                         tokenizer, threshold_records, labels, m.max_length, m.stride, s.min_overlap
                     )
                     evidence = evidence.with_priors(fitted.train_logits_of(held))
+            if s.combination == "fitted":
                 # What a label falls back to: the linear baseline's thresholds (thresholds=out_of_fold).
                 linear_thresholds = best_thresholds(
                     fitted.train_scores, prior_records, labels, recipe.eval.jaccard_threshold
@@ -192,10 +200,15 @@ class SegmentClassification(Flow):
             "epochs": planned_epochs(recipe, per_epoch),
             **({"encoder_input": "segments", "inputs_per_epoch": per_epoch} if segment_inputs else {}),
             **({"evaluated_during_training_on": "held-out training documents"} if s.combination == "fitted" else {}),
-            **({"threshold_documents": len(held)} if held else {}),
+            **({"threshold_documents": len(scored_by_folds)} if scored_by_folds else {}),
+            **(
+                {"cross_fitted": {"folds": min(s.encoder_folds, n), "then": "refit on every training document"}}
+                if crossing
+                else {}
+            ),
             **parameter_counts(model),
             **prior_plan,
-            **tuning_note(recipe, threshold_records if held else dev_records, labels),
+            **tuning_note(recipe, threshold_records if scored_by_folds else dev_records, labels),
         }
         return SegmentPrepared(
             model,
@@ -214,10 +227,20 @@ class SegmentClassification(Flow):
             threshold_priors,
             evidence,
             linear_thresholds,
+            crossing,
         )
 
     def train(self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared) -> Trained:
-        """Train; then, with segments.hard_negatives, mine hard negatives and train on with them."""
+        """Train; with thresholds=cross_fitted, first one encoder per fold (`segment_cross_fit.py`), and the served
+        one refit on every document; with segments.hard_negatives, then mine hard negatives and train on."""
+        if p.cross_fitting:
+            s, tokenizer = recipe.segments, p.tokenizer
+            features = lambda records: segment_input_features(  # noqa: E731
+                tokenizer, records, p.labels, s.segment_tokens, s.context_tokens, s.min_overlap
+            )[0]
+            p.out_of_fold = cross_fit(self, recipe, run_dir, p, p.threshold_records, features)
+            refit = super().train(recipe, run_dir, p)
+            return dataclasses.replace(refit, notes={**refit.notes, "cross_fitting": p.out_of_fold.report})
         first = super().train(recipe, run_dir, p)
         hard = recipe.segments.hard_negatives
         if hard is None:
@@ -283,11 +306,12 @@ class SegmentClassification(Flow):
                 **cross_fitted_summary(scorer, scores, texts, golds, p.labels, jaccard),
             }
 
-        t, s = recipe.train, recipe.segments
+        patience, s = recipe.train.early_stopping_patience, recipe.segments
         sampler = epoch_sampler(recipe, train or p.train)
-        if sampler is not None:
+        refit = p.out_of_fold is not None  # cross-fitted: the served encoder trains for the folds' epochs, unscored
+        if sampler is not None and not refit:
             evaluated, weights = evaluation_sample(evaluated, s.evaluation_negatives, recipe.seed)
-            compute_metrics = self._encoder_metrics(recipe, p, scorer, records, evaluated, weights)
+            compute_metrics = encoder_metrics(recipe, p.labels, scorer, records, evaluated, weights)
         # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
         args = training_arguments(
             recipe,
@@ -298,47 +322,29 @@ class SegmentClassification(Flow):
         )
         if stage:
             args.num_train_epochs, args.max_steps = s.hard_negatives.epochs, -1
+        elif refit:
+            from transformers.trainer_utils import IntervalStrategy
+
+            args.num_train_epochs, args.eval_strategy, args.load_best_model_at_end = (
+                p.out_of_fold.refit_epochs,
+                IntervalStrategy.NO,
+                False,
+            )
         else:
             args.num_train_epochs = planned_epochs(recipe, examples_per_epoch(recipe, p.train))
         return segment_trainer_class()(
             model=p.model,
             args=args,
             train_dataset=segment_dataset(train or p.train),
-            eval_dataset=segment_dataset(evaluated),
+            eval_dataset=None if refit else segment_dataset(evaluated),
             data_collator=segment_collator(p.tokenizer),
             compute_metrics=compute_metrics,
-            callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
+            callbacks=[] if refit or not patience else [EarlyStoppingCallback(patience)],
             pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
             focal_gamma=s.focal_gamma,
             epoch_sampler=sampler,
             frozen_cache=frozen_cache(recipe, p.model) if sampler is not None else None,
         )
-
-    @staticmethod
-    def _encoder_metrics(recipe: SegmentClassificationRecipe, p: SegmentPrepared, scorer, records, evaluated, weights):
-        """segments.encoder_input=segments: what the encoder alone says about the evaluation documents (the
-        held-out training documents): macro AUPR over their segments (ENCODER_SELECTION: what chooses the
-        checkpoint and stops training at its plateau; `weights` when negatives were sampled), and where every
-        segment was read, over the threshold sweep with Jaccard at thresholds cross-fitted over two halves of
-        them, as dev is scored."""
-        texts, golds = [r.text for r in records], [r.spans for r in records]
-        targets = np.asarray([rows[0] for rows in evaluated.segment_labels], dtype=int).reshape(-1, len(p.labels))
-
-        def compute_metrics(pred) -> dict:
-            logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
-            windows = evaluated.windows
-            per_window = [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)]
-            own = np.asarray(
-                [np.asarray(x)[np.asarray(ids) == 0].mean(axis=0) for x, ids in zip(per_window, evaluated.local_ids)]
-            ).reshape(-1, len(p.labels))
-            figures = {ENCODER_SELECTION: segment_macro_aupr(targets, own, weights)}
-            if weights is None:
-                segments, encoder = scorer.encoder_logits(texts, windows, per_window)
-                alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
-                figures |= cross_fitted_summary(scorer, alone, texts, golds, p.labels, recipe.eval.jaccard_threshold)
-            return figures
-
-        return compute_metrics
 
     def _meta(self, recipe: SegmentClassificationRecipe, p: SegmentPrepared) -> ModelMeta:
         return model_meta(
@@ -387,17 +393,7 @@ class SegmentClassification(Flow):
     ) -> tuple[dict, dict]:
         classifier = SegmentClassifier.load(run_dir)  # score exactly what was saved
         classifier.autocast = preferred_autocast(recipe.eval.precision, classifier.device)
-        chosen, combined, encoder_thresholds = None, {}, None
-        if p.evidence is not None:
-            combination, encoder_thresholds = fit_held_out_combination(recipe, classifier, p)
-            model_dir = run_dir / MODEL_DIR
-            write_meta(model_dir, load_meta(model_dir).model_copy(update={"combination": combination.weights}))
-            classifier.combination = combination.weights
-            how = f"fitted with the combination on {len(p.threshold_records)} training documents held out of training"
-            chosen = (combination.thresholds, how)
-            combined = {"combination": combination.report, "combination_note": combination.note()}
-        elif p.threshold_records:
-            chosen = held_out_thresholds(recipe, classifier, p)
+        chosen, combined, encoder_thresholds = choose_on_training_documents(recipe, classifier, p, run_dir / MODEL_DIR)
         # The dev documents are read by the encoder once: the final model's scores and the encoder alone's.
         texts = [r.text for r in p.dev_records]
         segments, encoder = classifier.score_encoder(texts, recipe.train.eval_batch_size)

@@ -1,9 +1,11 @@
-"""Training documents held out of the segment encoder's training (segments.thresholds: held_out, segments.combination:
-fitted): which ones, the thresholds chosen on them, and the combination with the linear prior fitted on them."""
+"""Training documents the segment encoder did not train on (segments.thresholds: held_out or cross_fitted,
+segments.combination: fitted): which ones are held out, the thresholds chosen on them, and the combination with
+the linear prior fitted on them."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 
@@ -11,9 +13,11 @@ from toolkit.errors import ToolkitError
 from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.segmenter import SegmentClassifier
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
+from toolkit.rundir import load_meta, write_meta
 from toolkit.spans.segment_decoding import probability_logit, segment_targets, sigmoid
 from toolkit.tasks.combination import Combination, HeldOutEvidence, fit_combination
 from toolkit.tasks.flow import Prepared
+from toolkit.tasks.segment_cross_fit import OutOfFold
 from toolkit.tasks.segment_scoring import (
     best_thresholds,
 )
@@ -34,26 +38,34 @@ def hold_out(n: int, share: float, seed: int) -> tuple[list[int], list[int]]:
 
 
 def held_out_thresholds(
-    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: Prepared
+    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: Prepared, oof: OutOfFold | None = None
 ) -> tuple[list[float], str]:
     """thresholds=held_out: per-label thresholds with the best Jaccard F1 on the training documents the
-    encoder did not train on (with the linear prior's out-of-fold scores of them), so dev only reports."""
+    encoder did not train on (with the linear prior's out-of-fold scores of them), so dev only reports;
+    cross_fitted: on every training document, as the fold encoders scored them (`oof`)."""
     records = p.threshold_records
     texts = [r.text for r in records]
-    scores = classifier.score(texts, recipe.train.eval_batch_size, p.threshold_priors)
-    thresholds = best_thresholds(scores, records, p.labels, recipe.eval.jaccard_threshold)
-    return thresholds, f"chosen on {len(records)} training documents held out of training"
+    if oof is None:
+        scores = classifier.score(texts, recipe.train.eval_batch_size, p.threshold_priors)
+        how = f"chosen on {len(records)} training documents held out of training"
+    else:
+        scores = classifier.scores_from_encoder(texts, oof.segments, oof.encoder, p.threshold_priors)
+        how = f"chosen on {len(records)} training documents scored out of fold by {oof.report['folds']} fold encoders"
+    return best_thresholds(scores, records, p.labels, recipe.eval.jaccard_threshold), how
 
 
 def fit_held_out_combination(
-    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: Prepared
+    recipe: SegmentClassificationRecipe,
+    p: Prepared,
+    segments: list[list[tuple[int, int]]],
+    encoder: list[np.ndarray],
 ) -> tuple[Combination, list[float]]:
-    """combination=fitted: the saved encoder's own logits and the linear prior's out-of-fold logits of the
-    held-out training documents, and per label the combination of the two fitted on them (or the linear
-    model alone where the encoder does not help there); also the encoder alone's thresholds, chosen on them."""
+    """combination=fitted: per label, the combination of the encoder's own logits of the training documents it
+    did not train on (`segments`, `encoder`: a held-out share scored by the saved encoder, or every document
+    scored by the fold encoders) and the linear prior's out-of-fold logits, fitted and tested on them (or the
+    linear model alone where the encoder does not add to it); also the encoder alone's thresholds, chosen on them."""
     records = p.threshold_records
     texts = [r.text for r in records]
-    segments, encoder = classifier.score_encoder(texts, recipe.train.eval_batch_size)
     priors = p.threshold_priors
     evidence = HeldOutEvidence(
         texts,
@@ -74,3 +86,32 @@ def fit_held_out_combination(
     )
     alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
     return combination, best_thresholds(alone, records, p.labels, recipe.eval.jaccard_threshold)
+
+
+def choose_on_training_documents(
+    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: Prepared, model_dir: Path
+) -> tuple[tuple[list[float], str] | None, dict, list[float] | None]:
+    """The saved model's thresholds (and how they were chosen) from the training documents its encoder did not
+    train on, the combination's record, and the encoder alone's thresholds; with combination=fitted the fitted
+    weights are written into `model_dir`'s toolkit.json and set on `classifier`. (None, {}, None) where
+    thresholds are chosen on dev or fixed."""
+    oof: OutOfFold | None = p.out_of_fold
+    if recipe.segments.combination == "fitted":
+        texts = [r.text for r in p.threshold_records]
+        segments, encoder = (
+            (oof.segments, oof.encoder) if oof else classifier.score_encoder(texts, recipe.train.eval_batch_size)
+        )
+        combination, encoder_thresholds = fit_held_out_combination(recipe, p, segments, encoder)
+        write_meta(model_dir, load_meta(model_dir).model_copy(update={"combination": combination.weights}))
+        classifier.combination = combination.weights
+        where = f"scored out of fold by {oof.report['folds']} fold encoders" if oof else "held out of training"
+        how = f"fitted with the combination on {len(texts)} training documents {where}"
+        record = {
+            "combination": combination.report,
+            "combination_note": combination.note(),
+            "encoder_kept": combination.kept,
+        }
+        return (combination.thresholds, how), record, encoder_thresholds
+    if oof or p.threshold_records:
+        return held_out_thresholds(recipe, classifier, p, oof), {}, None
+    return None, {}, None

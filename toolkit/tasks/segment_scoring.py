@@ -153,10 +153,11 @@ def headline_figures(metrics: dict) -> dict:
 
 def tuning_note(recipe: ExtractionRecipe, records: list[SpanRecord], labels: list[str]) -> dict[str, str]:
     """For thresholds chosen on a few documents (`records`: dev for tuned, the held-out training documents for
-    held_out): the labels with fewer clauses there than SCORING.min_clauses_to_tune, whose thresholds would
-    fit those few clauses (in the --dry-run plan and the run's record); {} otherwise."""
+    held_out, every training document for cross_fitted): the labels with fewer clauses there than
+    SCORING.min_clauses_to_tune, whose thresholds would fit those few clauses (in the --dry-run plan and the
+    run's record); {} otherwise."""
     how = recipe.segments.thresholds
-    if how not in ("tuned", "held_out"):
+    if how not in ("tuned", "held_out", "cross_fitted"):
         return {}
     counts = {label: 0 for label in labels}
     for record in records:

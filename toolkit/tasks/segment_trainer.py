@@ -8,13 +8,16 @@ import random
 
 import numpy as np
 
+from toolkit.infer.decisions import SegmentScores
 from toolkit.registry.segment_classification import HardNegativesConfig, SegmentClassificationRecipe
+from toolkit.spans.segment_decoding import sigmoid
 from toolkit.tasks.features import (
     SegmentEpochSampler,
     SegmentWindows,
     choose_hard_negatives,
 )
 from toolkit.tasks.flow import Prepared, Trained
+from toolkit.tasks.segment_scoring import cross_fitted_summary
 from toolkit.tasks.training import steps_per_epoch
 
 # segments.encoder_input=segments: the evaluation key that chooses the checkpoint and stops training.
@@ -261,6 +264,32 @@ def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained) -> d
         "last_gain": round(last[1]["segment_aupr"] - last[0]["segment_aupr"], 4) if last else None,
         "seconds": round(trained.span.seconds, 1),
     }
+
+
+def encoder_metrics(recipe: SegmentClassificationRecipe, labels: list[str], scorer, records, evaluated, weights):
+    """segments.encoder_input=segments: what the encoder alone says about the evaluation documents (the
+    held-out training documents): macro AUPR over their segments (ENCODER_SELECTION: what chooses the
+    checkpoint and stops training at its plateau; `weights` when negatives were sampled), and where every
+    segment was read, over the threshold sweep with Jaccard at thresholds cross-fitted over two halves of
+    them, as dev is scored."""
+    texts, golds = [r.text for r in records], [r.spans for r in records]
+    targets = np.asarray([rows[0] for rows in evaluated.segment_labels], dtype=int).reshape(-1, len(labels))
+
+    def compute_metrics(pred) -> dict:
+        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+        windows = evaluated.windows
+        per_window = [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)]
+        own = np.asarray(
+            [np.asarray(x)[np.asarray(ids) == 0].mean(axis=0) for x, ids in zip(per_window, evaluated.local_ids)]
+        ).reshape(-1, len(labels))
+        figures = {ENCODER_SELECTION: segment_macro_aupr(targets, own, weights)}
+        if weights is None:
+            segments, encoder = scorer.encoder_logits(texts, windows, per_window)
+            alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
+            figures |= cross_fitted_summary(scorer, alone, texts, golds, labels, recipe.eval.jaccard_threshold)
+        return figures
+
+    return compute_metrics
 
 
 def segment_dataset(features: SegmentWindows):

@@ -1,5 +1,5 @@
-"""A stack that shrinks a useless encoder by itself (issue 61, step 2; not yet wired into the segment flow, which
-still uses `combination.py`). No torch, no I/O (scikit-learn fits).
+"""A stack that shrinks a useless encoder by itself: what `combination.py` fits per label. No torch, no I/O
+(scikit-learn fits).
 
 Per label, over out-of-fold training segments (every segment scored by models that did not train on its
 document):
@@ -40,6 +40,12 @@ class Stack:
     def logits(self, *scores: np.ndarray) -> np.ndarray:
         x = (_features(*scores) - np.asarray(self.mean)) / np.asarray(self.scale)
         return x @ np.asarray(self.coef) + self.intercept
+
+    @property
+    def raw_weights(self) -> tuple[float, ...]:
+        """The same model over the unstandardized scores: one weight per score, then the bias."""
+        weights = np.asarray(self.coef) / np.asarray(self.scale)
+        return (*weights.tolist(), float(self.intercept - weights @ np.asarray(self.mean)))
 
 
 def _features(*scores: np.ndarray) -> np.ndarray:
@@ -113,12 +119,20 @@ def encoder_gain(
     resamples: int = RESAMPLES,
     seed: int = 0,
 ) -> dict:
-    """Whether the encoder's score adds to the linear score for one label: the out-of-fold log-loss per segment
-    of the linear score recalibrated alone, less the stack's (positive: the encoder helps), and its one-sided
-    p-value from a bootstrap over documents shifted to no gain. `keep` is p < SIGNIFICANCE."""
+    """Whether the encoder's score adds to the linear score for one label (`gain_test` of the out-of-fold logits
+    of the linear score recalibrated alone and of the stack)."""
     y, documents = np.asarray(y, dtype=int), np.asarray(documents)
     alone = out_of_fold_logits(y, documents, linear, folds=folds, seed=seed)
     both = out_of_fold_logits(y, documents, linear, encoder, folds=folds, seed=seed)
+    return gain_test(y, documents, alone, both, resamples, seed)
+
+
+def gain_test(
+    y: np.ndarray, documents: np.ndarray, alone: np.ndarray, both: np.ndarray, resamples: int = RESAMPLES, seed: int = 0
+) -> dict:
+    """The out-of-fold log-loss per segment of `alone` less that of `both` (positive: the encoder helps), and its
+    one-sided p-value from a bootstrap over documents shifted to no gain. `keep` is p < SIGNIFICANCE."""
+    y, documents = np.asarray(y, dtype=int), np.asarray(documents)
     scored = np.isfinite(alone) & np.isfinite(both)
     if not scored.any() or len(np.unique(y[scored])) < 2:
         return {"gain": 0.0, "p_value": 1.0, "keep": False, "documents": 0, "positives": int(y.sum())}

@@ -1,0 +1,129 @@
+"""segments.thresholds=cross_fitted: every training document scored by an encoder that did not train on it.
+
+The training documents are split into segments.encoder_folds folds. Each fold's encoder starts from the
+recipe's model, trains on the other folds to its plateau (the macro AUPR of the fold it leaves out, read after
+each epoch, stops it and chooses its checkpoint), then scores the documents it left out. Those out-of-fold
+scores are the evidence the combination is fitted and tested on and the thresholds are chosen on
+(`combination.py`), so every training clause counts, not a held-out quarter. The encoder served is then refit
+on every training document for the folds' median best epoch: one model, not K.
+
+The checkpoint a fold keeps is chosen on the documents it then scores: one choice among its epochs, by macro
+AUPR over every label, not per label; a slight optimism the one-sided test of each label does not correct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.data.schema import SpanRecord
+from toolkit.models.building import build_segment_model
+from toolkit.registry.segment_classification import SegmentClassificationRecipe
+from toolkit.tasks.features import SegmentWindows
+from toolkit.tasks.flow import Flow, Prepared
+from toolkit.tasks.segment_trainer import encoder_training
+
+FOLDS_DIR = "folds"
+
+
+@dataclass(frozen=True)
+class OutOfFold:
+    """Per training document, its segments and the logits of the fold encoder that did not train on it; the
+    epochs the served encoder is refit for; and what each fold did."""
+
+    segments: list[list[tuple[int, int]]]
+    encoder: list[np.ndarray]
+    refit_epochs: float
+    report: dict
+
+
+def uses_cross_fitting(recipe: SegmentClassificationRecipe, documents: int) -> bool:
+    """thresholds=cross_fitted on a set small enough for it (segments.cross_fit_max_documents); a larger set
+    holds out a share instead."""
+    s = recipe.segments
+    most = s.cross_fit_max_documents
+    return s.thresholds == "cross_fitted" and (most is None or documents <= most)
+
+
+def assign_folds(documents: int, folds: int, seed: int) -> list[int]:
+    """Each document's fold: a shuffle by `seed` dealt round-robin, so folds differ in size by at most one."""
+    order = list(range(documents))
+    random.Random(seed).shuffle(order)
+    fold = [0] * documents
+    for position, i in enumerate(order):
+        fold[i] = position % folds
+    return fold
+
+
+def cross_fit(
+    flow: Flow,
+    recipe: SegmentClassificationRecipe,
+    run_dir: Path,
+    p: Prepared,
+    records: list[SpanRecord],
+    features: Callable[[list[SpanRecord]], SegmentWindows],
+) -> OutOfFold:
+    """Train one encoder per fold of `records` (the training documents `p.train` was built from, in order) and
+    score the documents it left out; `features` builds a fold's evaluation inputs."""
+    from transformers import set_seed
+
+    labels = p.labels  # type: ignore[attr-defined]
+    k = min(recipe.segments.encoder_folds, len(records))
+    fold = assign_folds(len(records), k, recipe.seed)
+    segments: list = [None] * len(records)
+    encoder: list = [None] * len(records)
+    folds = []
+    for f in range(k):
+        started = time.perf_counter()
+        held = [i for i in range(len(records)) if fold[i] == f]
+        held_records = [records[i] for i in held]
+        set_seed(recipe.seed)  # every fold's encoder starts as the served one does
+        model, _ = build_segment_model(recipe.model, labels)
+        part = dataclasses.replace(
+            p,
+            model=model,
+            train=p.train.subset([n for n, w in enumerate(p.train.windows) if fold[w.doc] != f]),  # type: ignore[attr-defined]
+            evidence=features(held_records),
+            threshold_records=held_records,
+            threshold_priors=None,
+            out_of_fold=None,
+        )
+        fold_dir = run_dir / FOLDS_DIR / f"fold_{f}"
+        trained = Flow.train(flow, recipe, fold_dir, part)  # the fold's encoder alone: no refit, no later stages
+        training_seconds = time.perf_counter() - started
+        scorer = flow.predictor(recipe, part, trained.trainer.model)
+        fold_segments, logits = scorer.score_encoder([r.text for r in held_records], recipe.train.eval_batch_size)
+        for i, s, x in zip(held, fold_segments, logits):
+            segments[i], encoder[i] = s, x
+        shutil.rmtree(fold_dir / "checkpoints", ignore_errors=True)  # scored: its checkpoints are not needed
+        folds.append(
+            {
+                "documents": len(held),
+                "clauses": {lb: sum(s.label == lb for r in held_records for s in r.spans) for lb in labels},
+                **encoder_training(recipe, trained),
+                "training_seconds": round(training_seconds, 1),
+                "scoring_seconds": round(time.perf_counter() - started - training_seconds, 1),
+            }
+        )
+        del trained, model, part
+    best = [f["best_epoch"] for f in folds if f["best_epoch"]]
+    # Whole epochs: each epoch draws its negatives anew, so a fraction would cut one short.
+    refit = float(math.ceil(statistics.median(best))) if best else float(recipe.train.epochs)
+    report = {
+        "folds": k,
+        "documents": len(records),
+        "out_of_fold_clauses": {lb: sum(f["clauses"][lb] for f in folds) for lb in labels},
+        "refit_epochs": refit,
+        "per_fold": folds,
+        "seconds": round(sum(f["training_seconds"] + f["scoring_seconds"] for f in folds), 1),
+    }
+    return OutOfFold(segments, encoder, refit, report)
