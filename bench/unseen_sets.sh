@@ -30,6 +30,8 @@ declare -A VARIANTS=(
   # issue 61: every training document scored out of fold by 3 fold encoders (each to its plateau), the served one
   # refit on all; the stack and its one-sided test fitted on those scores
   [cross_fitted]="segments.thresholds=cross_fitted"
+  # ... starting from the encoder trained on the other CUAD clause types (bench/transfer_encoder.sh)
+  [transfer]="segments.thresholds=cross_fitted model.name=$OUT/transfer"
   # issue 58's frozen-layer lever on the defaults: the top 3 of 6 layers trained, the frozen part cached
   [top3_cached]="model.train_layers=3"
   [before]="$BEFORE"

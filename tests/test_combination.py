@@ -73,10 +73,8 @@ def test_a_moderately_informative_encoder_is_kept_with_its_p_value_and_a_thresho
 @pytest.mark.slow
 def test_noise_is_kept_for_at_most_one_label_in_ten():
     # A test at 5% keeps noise for about 1 label in 20 by design (bootstrapped over few documents, it is
-    # conservative here: 1 of 80 when this test was written).
-    kept = sum(
-        len(fit_combination(_evidence(0.0, seed=seed), ["A", "B"], [0.35, 0.6], 0.5).kept) for seed in range(20)
-    )
+    # conservative on so few documents).
+    kept = sum(len(fit_combination(_evidence(0.0, seed=seed), ["A", "B"], [0.35, 0.6], 0.5).kept) for seed in range(20))
     assert kept <= 4
 
 

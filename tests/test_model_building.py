@@ -87,3 +87,31 @@ def test_weighted_multi_label_loss_matches_torch_weighted_cross_entropy():
     trainer.loss_weights = None
     plain = torch.nn.functional.cross_entropy(logits.reshape(-1, 3), labels.reshape(-1), ignore_index=-100)
     assert torch.allclose(trainer._multi_label_loss(logits, labels), plain)
+
+
+def test_a_run_directory_is_a_start_and_a_head_of_other_labels_is_drawn_anew(tiny_bert, tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    from toolkit.models.building import build_segment_model
+
+    # A run trained on labels A and B (a saved token classifier in run/model, as rundir saves it).
+    trained = AutoModelForTokenClassification.from_pretrained(
+        str(tiny_bert), num_labels=2, id2label={0: "A", 1: "B"}, label2id={"A": 0, "B": 1}
+    )
+    with torch.no_grad():
+        trained.classifier.weight.fill_(0.5)
+        trained.bert.embeddings.word_embeddings.weight.add_(1.0)  # what the run learned below the head
+    trained.save_pretrained(tmp_path / "run" / "model")
+    for f in tiny_bert.iterdir():
+        if f.name.startswith(("tokenizer", "vocab", "special_tokens")):
+            (tmp_path / "run" / "model" / f.name).write_bytes(f.read_bytes())
+
+    other, _ = build_segment_model(ClassifierModelConfig(name=str(tmp_path / "run")), ["C", "D"])
+    same, _ = build_segment_model(ClassifierModelConfig(name=str(tmp_path / "run")), ["A", "B"])
+    learned = trained.bert.embeddings.word_embeddings.weight
+    assert torch.equal(other.bert.embeddings.word_embeddings.weight, learned)  # the encoder is the run's
+    assert not torch.allclose(other.classifier.weight, torch.full_like(other.classifier.weight, 0.5))  # renewed
+    assert other.config.id2label == {0: "C", 1: "D"}
+    assert torch.equal(same.classifier.weight, trained.classifier.weight)  # the same labels keep their head
+    more, _ = build_segment_model(ClassifierModelConfig(name=str(tmp_path / "run")), ["C", "D", "E"])
+    assert more.classifier.weight.shape[0] == 3  # another count of labels loads too, with a new head

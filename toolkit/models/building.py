@@ -99,6 +99,24 @@ def build_segment_model(cfg: ClassifierModelConfig, labels: list[str]):
     return _token_classifier(cfg, list(labels))
 
 
+def renew_head_for_other_labels(model, name: str, names: list[str]) -> bool:
+    """A start that is itself a token classifier of other labels (a run trained on other clause types): its
+    head is drawn anew, since a head of as many labels would otherwise load with each row meaning another
+    label. The encoder below keeps what it learned. True when the head was renewed."""
+    from transformers import AutoConfig
+
+    source = AutoConfig.from_pretrained(name)  # as saved, before the recipe's labels were set on it
+    if not any(a.endswith("ForTokenClassification") for a in source.architectures or []):
+        return False  # a plain encoder: its head is new anyway
+    if list(source.id2label.values()) == list(names):
+        return False  # the same labels in the same order: the head means what it meant
+    head = next(getattr(model, n) for n in ("classifier", "score") if hasattr(model, n))
+    head.weight.data.normal_(0.0, getattr(model.config, "initializer_range", 0.02))
+    if head.bias is not None:
+        head.bias.data.zero_()
+    return True
+
+
 def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
     from transformers import AutoConfig, AutoModelForTokenClassification
 
@@ -120,7 +138,8 @@ def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = tokenizer.pad_token_id
     register_gemma_tagger(config.model_type)
-    model = AutoModelForTokenClassification.from_pretrained(name, config=config)
+    model = AutoModelForTokenClassification.from_pretrained(name, config=config, ignore_mismatched_sizes=True)
+    renew_head_for_other_labels(model, name, names)
     if cfg.attention == "bidirectional":
         from toolkit.models.attention import make_bidirectional
 

@@ -174,12 +174,20 @@ def _named(name: str, decoder: bool):
     return ENCODERS.get(name) or DECODERS.get(name)
 
 
+# A run directory's saved model (toolkit.rundir.MODEL_DIR; named here so loading a model needs no run code).
+RUN_MODEL_DIR = "model"
+
+
 def resolve_model_name(name: str, decoder: bool = False) -> str:
     """A recipe's model.name as a loadable path or hub id: 'default' is the offline encoder (or the offline
     decoder for a decoder task), 'minilm' and 'mpnet' the named offline encoders, 'smollm2' and
-    'gemma3-270m' the named offline decoders; anything else as given."""
+    'gemma3-270m' the named offline decoders; a run directory its saved model (a fine-tuned start, e.g. an
+    encoder trained on other clause types); anything else as given."""
     named = _named(name, decoder)
-    return named[0]() if named else name
+    if named:
+        return named[0]()
+    saved = Path(name).expanduser() / RUN_MODEL_DIR
+    return str(saved) if (saved / "config.json").is_file() else name
 
 
 def hub_id_of(name: str, decoder: bool = False) -> str:

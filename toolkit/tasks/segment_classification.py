@@ -191,6 +191,8 @@ class SegmentClassification(Flow):
                 linear_thresholds = best_thresholds(
                     fitted.train_scores, prior_records, labels, recipe.eval.jaccard_threshold
                 )
+        if segment_inputs and held and evidence is None:
+            evidence = features(threshold_records)[0]  # the encoder trains to its plateau on the held-out documents
         per_epoch = examples_per_epoch(recipe, train)
         plan = {
             "labels": labels,
@@ -199,7 +201,7 @@ class SegmentClassification(Flow):
             "steps_per_epoch": steps_per_epoch(per_epoch, recipe),
             "epochs": planned_epochs(recipe, per_epoch),
             **({"encoder_input": "segments", "inputs_per_epoch": per_epoch} if segment_inputs else {}),
-            **({"evaluated_during_training_on": "held-out training documents"} if s.combination == "fitted" else {}),
+            **({"evaluated_during_training_on": "held-out training documents"} if evidence is not None else {}),
             **({"threshold_documents": len(scored_by_folds)} if scored_by_folds else {}),
             **(
                 {"cross_fitted": {"folds": min(s.encoder_folds, n), "then": "refit on every training document"}}
