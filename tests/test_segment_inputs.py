@@ -266,6 +266,9 @@ def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serve
     best = sorted(f["best_epoch"] for f in crossing["per_fold"])
     assert crossing["refit_epochs"] == float(-(-best[1] // 1))  # the median best epoch, in whole epochs
     assert result.run["epochs_completed"] == pytest.approx(crossing["refit_epochs"])
+    training = result.run["encoder_training"]  # the refit has no held-out curve: the folds' curves stand for it
+    assert training["ended_by"].startswith("refit on every training document") and not training["held_out_curve"]
+    assert [f["best_epoch"] for f in training["folds"]] == [f["best_epoch"] for f in crossing["per_fold"]]
 
     assert result.run["dev_thresholds"].startswith("fitted with the combination on 12 training documents scored out")
     report, kept = result.run["combination"], result.run["encoder_kept"]

@@ -433,7 +433,7 @@ class SegmentClassification(Flow):
                 "final": headline_figures(metrics),
             }
         if recipe.segments.encoder_input == "segments":
-            info["encoder_training"] = encoder_training(recipe, trained)
+            info["encoder_training"] = encoder_training(recipe, trained, trained.notes.get("cross_fitting"))
             cache = trained.trainer.frozen_cache
             if cache is not None:
                 info["encoder_training"]["frozen_layer_cache"] = cache.report()

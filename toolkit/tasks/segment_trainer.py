@@ -232,10 +232,25 @@ def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
     return max(epochs, min(s.max_epochs, s.min_steps / steps_per_epoch(windows, recipe)))
 
 
-def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained) -> dict:
+def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained, cross_fitting: dict | None = None) -> dict:
     """segments.encoder_input=segments: the encoder's held-out curve (one point per evaluation), its best
     epoch, and what ended training: the plateau (train.early_stopping_patience evaluations without a better
-    held-out AUPR), the epoch cap (train.epochs) or the time budget (train.max_seconds)."""
+    held-out AUPR), the epoch cap (train.epochs) or the time budget (train.max_seconds). A refit after
+    cross-fitting (`cross_fitting`: its report) has no held-out curve: it trains for the folds' median best
+    epoch, and each fold's curve is given instead."""
+    if cross_fitting is not None:
+        keys = ("ended_by", "epochs", "best_epoch", "held_out_curve", "last_gain")
+        return {
+            "ended_by": f"refit on every training document for the folds' median best epoch "
+            f"({cross_fitting['refit_epochs']:g})",
+            "epochs": round(trained.span.epochs_completed, 2),
+            "best_epoch": None,
+            "held_out_curve": [],
+            "last_gain": None,
+            "seconds": round(trained.span.seconds, 1),
+            "folds": [{k: fold[k] for k in keys} for fold in cross_fitting["per_fold"]],
+            "folds_seconds": cross_fitting["seconds"],
+        }
     key = f"eval_{ENCODER_SELECTION}"
     also = {"macro_aupr": "eval_macro_aupr", "tuned_jaccard_f1": "eval_tuned_jaccard_f1"}  # every segment read
     curve = [
