@@ -96,6 +96,19 @@ class Record(BaseModel):
         default=None,
         description="Segment inputs: the encoder's held-out curve, its epochs and seconds, and what ended training.",
     )
+    encoder_kept: dict[str, float] | None = Field(
+        default=None,
+        description="A fitted combination: the labels where the stack keeps the encoder, each with its one-sided "
+        "p-value (log-loss of out-of-fold scores, bootstrap over documents).",
+    )
+    encoder_p_values: dict[str, float] | None = Field(
+        default=None, description="A fitted combination: every tested label's p-value, kept or not."
+    )
+    cross_fitting: dict | None = Field(
+        default=None,
+        description="segments.thresholds=cross_fitted: folds, out-of-fold clauses per label, the refit's epochs, and "
+        "per fold its documents, best epoch, what ended it and its seconds.",
+    )
 
 
 def _git(*args: str) -> str:
@@ -135,13 +148,25 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
     values = {**summary, **{f"macro_{k}": v for k, v in (ranking.get("macro") or {}).items()}}
     ci = metrics.get("ci95", {}).get(key)
     combination = metrics["run"].get("combination") or {}
-    kept = sorted(k for k, v in combination.items() if v["uses"] != "linear")
+    tested = {k: v["p_value"] for k, v in combination.items() if "p_value" in v}
+    kept = {k: tested.get(k) for k, v in sorted(combination.items()) if v["uses"] != "linear"}
     note = (
         f"the fitted combination kept the encoder for {len(kept)} of {len(combination)} labels"
-        + (f" ({', '.join(kept)})" if kept else "; every label is the linear model at its out-of-fold threshold")
+        + (
+            " (" + ", ".join(k if p is None else f"{k}, p {p:.3f}" for k, p in kept.items()) + ")"
+            if kept
+            else "; every label is the linear model at its out-of-fold threshold"
+        )
         if combination
         else None
     )
+    crossing = metrics["run"].get("cross_fitting")
+    if crossing:
+        fold_keys = ("documents", "best_epoch", "ended_by", "last_gain", "training_seconds", "scoring_seconds")
+        crossing = {
+            **{k: crossing[k] for k in ("folds", "documents", "out_of_fold_clauses", "refit_epochs", "seconds")},
+            "per_fold": [{k: f[k] for k in fold_keys} for f in crossing["per_fold"]],
+        }
     others = {LABELS[k]: values[k] for k in shown if values.get(k) is not None}
     per_label = metrics.get("per_label") or {}
     if task == "token_classification" and 2 <= len(per_label) <= 4:  # e.g. BC5CDR's Chemical and Disease
@@ -161,6 +186,9 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
         note=note,
         models=metrics.get("models"),
         encoder_training=metrics["run"].get("encoder_training"),
+        encoder_kept=kept if tested else None,
+        encoder_p_values=tested or None,
+        cross_fitting=crossing,
     )
 
 
@@ -449,6 +477,27 @@ def render_charts(records: list[Record]) -> dict[str, str]:
     return {chart_name(table): render_chart(table, rows) for table, rows in _tables(records).items()}
 
 
+def _training_cell(t: dict) -> str:
+    """How a segment encoder trained: its held-out curve, or after cross-fitting the refit and each fold's. Pure."""
+
+    def curve(points: list[dict]) -> str:
+        return ", ".join(f"{c['segment_aupr']:.3f}" for c in points)
+
+    cell = (
+        f"{t['epochs']:g} epochs"
+        + (f" (best: epoch {t['best_epoch']:g})" if t.get("best_epoch") is not None else "")
+        + f", {_seconds(t['seconds'])}, ended by {t['ended_by']}"
+    )
+    if "folds" not in t:
+        return f"{cell}; held-out segment AUPR per evaluation: {curve(t['held_out_curve'])}"
+    folds = "; ".join(
+        f"fold {i + 1}: best epoch {f['best_epoch']:g}, ended by {f['ended_by']}, "
+        f"AUPR per epoch {curve(f['held_out_curve'])}"
+        for i, f in enumerate(t["folds"])
+    )
+    return f"{cell} (folds: {_seconds(t['folds_seconds'])}); {folds}"
+
+
 def model_lines(records: list[Record]) -> list[str]:
     """Per segment run with a linear prior: its three models on dev, and how its encoder trained. Pure."""
     if not records:
@@ -466,14 +515,7 @@ def model_lines(records: list[Record]) -> list[str]:
     ]
     for r in records:
         t = r.encoder_training
-        points = ", ".join(f"{c['segment_aupr']:.3f}" for c in t["held_out_curve"]) if t else ""
-        trained = (
-            f"{t['epochs']:g} epochs"
-            + (f" (best: epoch {t['best_epoch']:g})" if t.get("best_epoch") is not None else "")
-            + f", {_seconds(t['seconds'])}, ended by {t['ended_by']}; held-out segment AUPR per evaluation: {points}"
-            if t
-            else "windows, trained with the linear logit"
-        )
+        trained = _training_cell(t) if t else "windows, trained with the linear logit"
         for name, figures in r.models.items():
             lines.append(
                 f"| {r.system} | {name} | {cell(figures, 'jaccard_f1')} | {cell(figures, 'macro_aupr')} | "

@@ -125,6 +125,41 @@ def test_a_clause_record_carries_and_renders_its_three_models_and_the_encoder_cu
     assert "| recipe | linear | 0.500 (0.400-0.600) | 0.660 (0.540-0.790) |  |" in page
 
 
+def test_a_cross_fitted_clause_record_lists_the_kept_labels_with_p_values_and_each_folds_curve(tmp_path):
+    figures = {"jaccard_f1": 0.5, "jaccard_f1_ci95": [0.4, 0.6], "macro_aupr": 0.6, "macro_aupr_ci95": [0.5, 0.7]}
+    curve = [{"epoch": e, "segment_aupr": a} for e, a in ((1, 0.2), (2, 0.4), (3, 0.35))]
+    fold = {"documents": 10, "best_epoch": 2.0, "ended_by": "plateau", "last_gain": -0.05, "held_out_curve": curve}
+    fold |= {"training_seconds": 50.0, "scoring_seconds": 5.0, "clauses": {"A": 3, "B": 4}, "epochs": 3.0}
+    crossing = {"folds": 3, "documents": 30, "out_of_fold_clauses": {"A": 9, "B": 12}, "refit_epochs": 2.0}
+    crossing |= {"seconds": 165.0, "per_fold": [fold] * 3}
+    training = {"ended_by": "refit on every training document for the folds' median best epoch (2)", "epochs": 2.0}
+    training |= {"best_epoch": None, "held_out_curve": [], "last_gain": None, "seconds": 60.0, "folds_seconds": 165.0}
+    training["folds"] = [{k: fold[k] for k in ("ended_by", "epochs", "best_epoch", "held_out_curve", "last_gain")}] * 3
+    combination = {
+        "A": {"uses": "encoder+linear", "p_value": 0.01, "threshold": 0.4},
+        "B": {"uses": "linear", "p_value": 0.4, "threshold": 0.5},
+    }
+    metrics = {
+        "summary": {"jaccard_f1": 0.5, "jaccard_precision": 0.6, "jaccard_recall": 0.4},
+        "ci95": {"jaccard_f1": [0.4, 0.6]},
+        "ranking": {"macro": {"aupr": 0.6}},
+        "counts": {"documents": 51},
+        "models": {"linear": figures, "encoder": figures, "final": figures},
+        "run": {"train_seconds": 225.0, "eval_seconds": 12.0, "encoder_training": training},
+    }
+    metrics["run"] |= {"combination": combination, "cross_fitting": crossing}
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    (tmp_path / "config.yaml").write_text("task: segment_classification\n")
+    r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml", "abc1234")
+    assert r.encoder_kept == {"A": 0.01} and r.encoder_p_values == {"A": 0.01, "B": 0.4}
+    assert r.note == "the fitted combination kept the encoder for 1 of 2 labels (A, p 0.010)"
+    assert r.cross_fitting["out_of_fold_clauses"] == {"B": 12, "A": 9} and len(r.cross_fitting["per_fold"]) == 3
+    assert "clauses" not in r.cross_fitting["per_fold"][0]  # per fold: its size, plateau and cost
+    page = results.render_page([r])
+    assert "ended by refit on every training document for the folds' median best epoch (2) (folds: " in page
+    assert "fold 1: best epoch 2, ended by plateau, AUPR per epoch 0.200, 0.400, 0.350" in page
+
+
 def _load_row(clients: int, requests: int, errors: int, equal: int, p50: float, threads: int = 0) -> dict:
     return {
         "model_threads": threads,
