@@ -5,6 +5,10 @@
 #   ROLE=confirm: on the two confirm_* sets, once, after the freeze: the linear baseline and the recipe at its
 #                 committed defaults, and a paired comparison on dev. Reported whatever it shows.
 #   SETS=<regex>:  only the sets whose names match (for example SETS=license_80 SELECT_VARIANTS="fitted mpnet").
+# Issue 61's choice, written down before its selection runs: among cross_fitted, defaults (a held-out quarter with
+# the new stack) and transfer, the default is the variant with the highest mean dev Jaccard F1 gain over the
+# linear baseline across the two select_* sets; within 0.005 of the best, the cheapest. K (3 folds), patience (3)
+# and the penalties (chosen by grouped cross-validation inside each run) are not varied between runs.
 # Needs ../shared/data/cuad. Run alone: select about 50 minutes, confirm about 35, on 2 CPU cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
