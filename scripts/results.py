@@ -153,7 +153,7 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
     note = (
         f"the fitted combination kept the encoder for {len(kept)} of {len(combination)} labels"
         + (
-            " (" + ", ".join(k if p is None else f"{k}, p {p:.3f}" for k, p in kept.items()) + ")"
+            ": " + ", ".join(k if p is None else f"{k} (p {p:.3f})" for k, p in kept.items())
             if kept
             else "; every label is the linear model at its out-of-fold threshold"
         )

@@ -152,7 +152,7 @@ def test_a_cross_fitted_clause_record_lists_the_kept_labels_with_p_values_and_ea
     (tmp_path / "config.yaml").write_text("task: segment_classification\n")
     r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml", "abc1234")
     assert r.encoder_kept == {"A": 0.01} and r.encoder_p_values == {"A": 0.01, "B": 0.4}
-    assert r.note == "the fitted combination kept the encoder for 1 of 2 labels (A, p 0.010)"
+    assert r.note == "the fitted combination kept the encoder for 1 of 2 labels: A (p 0.010)"
     assert r.cross_fitting["out_of_fold_clauses"] == {"B": 12, "A": 9} and len(r.cross_fitting["per_fold"]) == 3
     assert "clauses" not in r.cross_fitting["per_fold"][0]  # per fold: its size, plateau and cost
     page = results.render_page([r])

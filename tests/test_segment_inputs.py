@@ -281,3 +281,22 @@ def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serve
             assert 0 < row["p_value"] <= 1 and row["penalty"] > 0
     assert set(result.metrics["models"]) == {"linear", "encoder", "final"}
     assert load_predictor(result.run_dir).predict([TEXT])  # the served model loads and decides
+
+
+def test_folds_are_dealt_evenly_and_a_large_set_holds_out_a_share_instead_of_cross_fitting():
+    from toolkit.registry.recipes import load_recipe
+    from toolkit.tasks.segment_cross_fit import assign_folds, uses_cross_fitting
+
+    folds = assign_folds(10, 3, seed=13)
+    assert sorted(folds.count(f) for f in range(3)) == [3, 3, 4] and folds == assign_folds(10, 3, seed=13)
+    assert folds != assign_folds(10, 3, seed=14)
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_segments_mlm.yaml", [*SEGMENT_RUN, "segments.thresholds=cross_fitted"]
+    )
+    assert uses_cross_fitting(recipe, 200) and not uses_cross_fitting(recipe, 201)
+    unbounded = recipe.model_copy(
+        update={"segments": recipe.segments.model_copy(update={"cross_fit_max_documents": None})}
+    )
+    assert uses_cross_fitting(unbounded, 5000)
+    held = recipe.model_copy(update={"segments": recipe.segments.model_copy(update={"thresholds": "held_out"})})
+    assert not uses_cross_fitting(held, 10)
