@@ -14,6 +14,7 @@ AUPR over every label, not per label; a slight optimism the one-sided test of ea
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import random
 import shutil
@@ -114,7 +115,8 @@ def cross_fit(
                 "scoring_seconds": round(time.perf_counter() - started - training_seconds, 1),
             }
         )
-        del trained, model, part
+        del trained, model, part, scorer  # one fold's model in memory at a time
+        gc.collect()
     best = [f["best_epoch"] for f in folds if f["best_epoch"]]
     # Whole epochs: each epoch draws its negatives anew, so a fraction would cut one short.
     refit = float(math.ceil(statistics.median(best))) if best else float(recipe.train.epochs)
