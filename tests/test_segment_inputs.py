@@ -237,6 +237,7 @@ def test_a_run_with_frozen_lower_layers_replays_them_and_leaves_them_unchanged(t
     )
 
 
+@pytest.mark.slow  # three fold trainings and a refit: about 10 s
 def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serves_one_refit_encoder(
     tiny_bert, tmp_path
 ):
