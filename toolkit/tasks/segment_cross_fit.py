@@ -9,6 +9,9 @@ on every training document for the folds' median best epoch: one model, not K.
 
 The checkpoint a fold keeps is chosen on the documents it then scores: one choice among its epochs, by macro
 AUPR over every label, not per label; a slight optimism the one-sided test of each label does not correct.
+The stack's weights and thresholds are fitted on the fold encoders' scores and applied to the refit's, which
+trained on more documents and may score on another scale; each run reports the encoder alone on dev at those
+thresholds (`models.encoder`), so a mismatch shows.
 """
 
 from __future__ import annotations
