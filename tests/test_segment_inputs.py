@@ -301,3 +301,19 @@ def test_folds_are_dealt_evenly_and_a_large_set_holds_out_a_share_instead_of_cro
     assert uses_cross_fitting(unbounded, 5000)
     held = recipe.model_copy(update={"segments": recipe.segments.model_copy(update={"thresholds": "held_out"})})
     assert not uses_cross_fitting(held, 10)
+
+
+def test_a_curve_stopped_by_its_time_budget_counts_its_last_evaluation_once():
+    from types import SimpleNamespace
+
+    from toolkit.registry.recipes import load_recipe
+    from toolkit.tasks.segment_trainer import ENCODER_SELECTION, encoder_training
+
+    key = f"eval_{ENCODER_SELECTION}"
+    log = [{"epoch": 1.0, key: 0.2}, {"loss": 0.1}, {"epoch": 1.5, key: 0.3}, {"epoch": 1.5, key: 0.3}]
+    span = SimpleNamespace(log=log, epochs_completed=1.5, seconds=10.0)
+    trained = SimpleNamespace(span=span, clock=SimpleNamespace(stopped_by_budget=True))
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", SEGMENT_RUN)
+    training = encoder_training(recipe, trained)
+    assert [c["epoch"] for c in training["held_out_curve"]] == [1.0, 1.5]
+    assert training["last_gain"] == 0.1 and training["ended_by"] == "time budget (train.max_seconds)"
