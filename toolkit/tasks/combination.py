@@ -105,8 +105,13 @@ def fit_combination(
         scored = np.isfinite(linear) & np.isfinite(encoder)  # a segment no window token reached has no encoder logit
         clauses = sum(1 for gold in evidence.golds for span in gold if span.label == label)
         row: dict = {"evidence_clauses": clauses, "evidence_documents": len(sizes)}
-        stack = fit_stack(y[scored], documents[scored], linear[scored], encoder[scored], seed=seed)
-        if clauses < min_clauses or stack is None:
+        # Too few clauses: no stack is fitted (its grouped cross-validation is the costly part).
+        stack = (
+            None
+            if clauses < min_clauses
+            else fit_stack(y[scored], documents[scored], linear[scored], encoder[scored], seed=seed)
+        )
+        if stack is None:
             row["why"] = f"{clauses} clauses in the evidence, fewer than {min_clauses}: too few to tell"
         else:
             alone = out_of_fold_logits(y[scored], documents[scored], linear[scored], seed=seed)
