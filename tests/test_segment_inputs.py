@@ -303,6 +303,21 @@ def test_folds_are_dealt_evenly_and_a_large_set_holds_out_a_share_instead_of_cro
     assert not uses_cross_fitting(held, 10)
 
 
+def test_too_few_clauses_names_where_they_were_counted_and_the_fix_that_applies():
+    from toolkit.data.schema import Span, SpanRecord
+    from toolkit.registry.recipes import load_recipe
+    from toolkit.tasks.segment_scoring import tuning_note
+
+    recipe = load_recipe(
+        REPO / "recipes" / "demo_segments_mlm.yaml", [*SEGMENT_RUN, "segments.thresholds=cross_fitted"]
+    )
+    records = [SpanRecord(id="d", text="a clause.", spans=[Span(start=0, end=9, label="A")])]
+    crossed = tuning_note(recipe, records, ["A"], out_of_fold=True)["too_few_to_tune"]
+    assert crossed.startswith("fewer than 20 out-of-fold training clauses for {'A': 1}")
+    assert "held_out_share" not in crossed  # every training document was already scored
+    assert "raise segments.held_out_share" in tuning_note(recipe, records, ["A"])["too_few_to_tune"]
+
+
 def test_a_curve_stopped_by_its_time_budget_counts_its_last_evaluation_once():
     from types import SimpleNamespace
 

@@ -210,7 +210,7 @@ class SegmentClassification(Flow):
             ),
             **parameter_counts(model),
             **prior_plan,
-            **tuning_note(recipe, threshold_records if scored_by_folds else dev_records, labels),
+            **tuning_note(recipe, threshold_records if scored_by_folds else dev_records, labels, crossing),
         }
         return SegmentPrepared(
             model,
@@ -405,7 +405,7 @@ class SegmentClassification(Flow):
         )
         info.update(combined)
         if chosen is not None:
-            info.update(tuning_note(recipe, p.threshold_records, p.labels))
+            info.update(tuning_note(recipe, p.threshold_records, p.labels, p.out_of_fold is not None))
         linear = p.prior.score(texts) if p.prior is not None else None
         if p.prior is not None:
             # What the encoder adds: the linear prior alone on the same dev documents, scored the same way.

@@ -151,9 +151,11 @@ def headline_figures(metrics: dict) -> dict:
     }
 
 
-def tuning_note(recipe: ExtractionRecipe, records: list[SpanRecord], labels: list[str]) -> dict[str, str]:
+def tuning_note(
+    recipe: ExtractionRecipe, records: list[SpanRecord], labels: list[str], out_of_fold: bool = False
+) -> dict[str, str]:
     """For thresholds chosen on a few documents (`records`: dev for tuned, the held-out training documents for
-    held_out, every training document for cross_fitted): the labels with fewer clauses there than
+    held_out, every training document for cross_fitted, `out_of_fold` then): the labels with fewer clauses there than
     SCORING.min_clauses_to_tune, whose thresholds would fit those few clauses (in the --dry-run plan and the
     run's record); {} otherwise."""
     how = recipe.segments.thresholds
@@ -167,11 +169,15 @@ def tuning_note(recipe: ExtractionRecipe, records: list[SpanRecord], labels: lis
     few = {label: n for label, n in counts.items() if n < SCORING.min_clauses_to_tune}
     if not few:
         return {}
-    where, fix = (
-        ("dev", "use segments.thresholds=held_out (an encoder), out_of_fold (the linear baseline) or a larger dev set")
-        if how == "tuned"
-        else ("held-out training", "raise segments.held_out_share or add training documents")
-    )
+    if how == "tuned":
+        where, fix = (
+            "dev",
+            "use segments.thresholds=held_out (an encoder), out_of_fold (the linear baseline) or a larger dev set",
+        )
+    elif out_of_fold:
+        where, fix = "out-of-fold training", "add training documents that hold these labels"
+    else:
+        where, fix = "held-out training", "raise segments.held_out_share or add training documents"
     return {
         "too_few_to_tune": (
             f"fewer than {SCORING.min_clauses_to_tune} {where} clauses for {few}: thresholds chosen on them fit "
