@@ -153,6 +153,7 @@ def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_expo
     assert len(run.meta.combination) == len(run.labels) and all(len(w) == 3 for w in run.meta.combination)
     report = result.run["combination"]
     assert set(report) == set(run.labels) and result.run["combination_note"]
+    assert set(result.run["combination_seconds"]) == {"stack", "scoring_held_out"}  # what the stack costs
     assert result.run["dev_thresholds"].startswith("fitted with the combination on 8 training documents")
     for j, label in enumerate(run.labels):
         assert report[label]["uses"] in ("linear", "encoder+linear")

@@ -273,6 +273,7 @@ def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serve
 
     assert result.run["dev_thresholds"].startswith("fitted with the combination on 12 training documents scored out")
     report, kept = result.run["combination"], result.run["encoder_kept"]
+    assert set(result.run["combination_seconds"]) == {"stack"}  # the folds' scoring is in run.cross_fitting
     run = open_run(result.run_dir)
     for j, label in enumerate(run.labels):
         row = report[label]

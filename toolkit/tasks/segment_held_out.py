@@ -5,6 +5,7 @@ the linear prior fitted on them."""
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -98,10 +99,16 @@ def choose_on_training_documents(
     oof: OutOfFold | None = p.out_of_fold
     if recipe.segments.combination == "fitted":
         texts = [r.text for r in p.threshold_records]
+        started = time.perf_counter()
         segments, encoder = (
             (oof.segments, oof.encoder) if oof else classifier.score_encoder(texts, recipe.train.eval_batch_size)
         )
+        scored = time.perf_counter()
         combination, encoder_thresholds = fit_held_out_combination(recipe, p, segments, encoder)
+        # What the stack costs beside the encoder's training (the folds' scoring is in run.cross_fitting).
+        seconds = {"stack": round(time.perf_counter() - scored, 1)}
+        if not oof:
+            seconds["scoring_held_out"] = round(scored - started, 1)
         write_meta(model_dir, load_meta(model_dir).model_copy(update={"combination": combination.weights}))
         classifier.combination = combination.weights
         where = f"scored out of fold by {oof.report['folds']} fold encoders" if oof else "held out of training"
@@ -110,6 +117,7 @@ def choose_on_training_documents(
             "combination": combination.report,
             "combination_note": combination.note(),
             "encoder_kept": combination.kept,
+            "combination_seconds": seconds,
         }
         return (combination.thresholds, how), record, encoder_thresholds
     if oof or p.threshold_records:
