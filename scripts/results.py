@@ -35,9 +35,12 @@ PAGE = ROOT / "docs" / "results.md"
 CHARTS = ROOT / "docs" / "charts"  # one SVG per table of the page, generated with it
 README = ROOT / "README.md"
 INDEX = ROOT / "docs" / "index.md"  # the site's front page carries the same headline table
+COMPARE_GUIDE = ROOT / "docs" / "guides" / "compare.md"  # states the MLM-vs-CLM answer (answers())
 HEADLINE_START, HEADLINE_END = "<!-- headline results: start -->", "<!-- headline results: end -->"
+ANSWER_START, ANSWER_END = "<!-- mlm vs clm answer: start -->", "<!-- mlm vs clm answer: end -->"
 sys.path.insert(0, str(ROOT))
 
+from scripts.curve_records import answer_sentence, compare_fields, curve_fields, render_curves, render_section  # noqa: E402
 from toolkit.hardware import cpu_flags  # noqa: E402  (pure: no torch)
 
 # The figure each task's runs are ranked by, with its CI key, and the figures shown beside it.
@@ -103,6 +106,20 @@ class Record(BaseModel):
     )
     encoder_p_values: dict[str, float] | None = Field(
         default=None, description="A fitted combination: every tested label's p-value, kept or not."
+    )
+    run_name: str | None = Field(default=None, description="A curve record: its run directory's name.")
+    others_ci95: dict[str, tuple[float, float]] | None = Field(
+        default=None, description="95% CIs of figures in `others`, where the run has them."
+    )
+    curve: dict | None = Field(
+        default=None,
+        description="A curve record (scripts/curve_records.py): the learning curve, its plateau, the last doubling's "
+        "slope and what ended training.",
+    )
+    paired: dict | None = Field(
+        default=None,
+        description="A compare record: the two systems, each recall's paired-bootstrap difference, CI and p-value, "
+        "and their seconds per document.",
     )
     cross_fitting: dict | None = Field(
         default=None,
@@ -398,12 +415,20 @@ def render_page(records: list[Record]) -> str:
         "",
     ]
     for table, rows in _tables(records).items():
+        curves = any(r.curve for r in rows)
+        what = "each system's learning curve, 95% CIs as whiskers" if curves else "each system's figure with its 95% CI"
         lines += [
             f"## {table}",
             "",
-            f"![{table}: each system's figure with its 95% CI](charts/{chart_name(table)})",
+            f"![{table}: {what}](charts/{chart_name(table)})",
             "",
         ]
+        if any(r.curve is not None or r.paired is not None for r in rows):
+            lines += render_section(rows)
+            sentence = answer_sentence(rows)
+            lines += [f"**The answer.** {sentence}", ""] if sentence else []
+            lines += _provenance(rows)
+            continue
         lines += ["| system | figure (95% CI) | also | training | inference |", "|---|---|---|---|---|"]
         for i, r in enumerate(rows, start=1):
             also = ", ".join(f"{k} {v:.3f}" if abs(v) < 10 else f"{k} {v:.0f}" for k, v in r.others.items())
@@ -411,12 +436,18 @@ def render_page(records: list[Record]) -> str:
             lines.append(
                 f"| {i}. {r.system} | {r.metric} {_figure(r)} | {also} | {_seconds(r.train_seconds)} | {inference} |"
             )
-        lines += ["", "How each was made (command, revision, date, CPU):", ""]
-        lines += [f"{i}. `{r.command}` (at {r.commit}, {r.date}; {_cpu(r)})" for i, r in enumerate(rows, start=1)]
-        notes = [r for r in rows if r.note]
-        lines += ["", "Notes:", ""] + [f"- {r.system}: {r.note}" for r in notes] + [""] if notes else [""]
+        lines.append("")
+        lines += _provenance(rows)
         lines += model_lines([r for r in rows if r.models])
     return "\n".join(lines)
+
+
+def _provenance(rows: list[Record]) -> list[str]:
+    """How each row was made, and its notes. Pure."""
+    lines = ["How each was made (command, revision, date, CPU):", ""]
+    lines += [f"{i}. `{r.command}` (at {r.commit}, {r.date}; {_cpu(r)})" for i, r in enumerate(rows, start=1)]
+    notes = [r for r in rows if r.note]
+    return lines + (["", "Notes:", ""] + [f"- {r.system}: {r.note}" for r in notes] + [""] if notes else [""])
 
 
 def _tables(records: list[Record]) -> dict[str, list[Record]]:
@@ -474,7 +505,11 @@ def render_chart(table: str, rows: list[Record]) -> str:
 
 def render_charts(records: list[Record]) -> dict[str, str]:
     """File name -> SVG, one per table of the page. Pure."""
-    return {chart_name(table): render_chart(table, rows) for table, rows in _tables(records).items()}
+    return {
+        chart_name(table): render_curves(table, rows) if any(r.curve for r in rows) else render_chart(table, rows)
+        for table, rows in _tables(records).items()
+        if any(r.curve is None and r.paired is None for r in rows) or any(r.curve for r in rows)
+    }
 
 
 def _training_cell(t: dict) -> str:
@@ -524,21 +559,35 @@ def model_lines(records: list[Record]) -> list[str]:
     return lines + [""]
 
 
+def answers(records: list[Record]) -> list[str]:
+    """The answer sentence of every curve table that has one (its headline compare record). Pure."""
+    found = ((table, answer_sentence(rows)) for table, rows in _tables(records).items())
+    return [f"**{table}.** {sentence}" for table, sentence in found if sentence]
+
+
 def render_headline(records: list[Record]) -> str:
-    """The README's small table: the records marked headline. Pure."""
+    """The README's small table: the records marked headline (compare records give the answer sentences below
+    it instead). Pure."""
     lines = [HEADLINE_START, "| dataset | system | figure (95% CI) | training |", "|---|---|---|---|"]
-    for r in (r for r in records if r.headline):
+    for r in (r for r in records if r.headline and r.paired is None):
         lines.append(f"| {r.table} | {r.system} | {r.metric} {_figure(r)} | {_seconds(r.train_seconds)} |")
-    return "\n".join([*lines, HEADLINE_END])
+    said = answers(records)
+    return "\n".join([*lines, *(["", *said] if said else []), HEADLINE_END])
 
 
-def readme_with(readme: str, headline: str) -> str:
-    """The README with its headline block replaced. Pure."""
-    head, _, rest = readme.partition(HEADLINE_START)
-    _, _, tail = rest.partition(HEADLINE_END)
+def readme_with(readme: str, headline: str, start: str = HEADLINE_START, end: str = HEADLINE_END) -> str:
+    """The README (or a guide) with its generated block replaced. Pure."""
+    head, _, rest = readme.partition(start)
+    _, _, tail = rest.partition(end)
     if not rest:
-        raise SystemExit(f"no {HEADLINE_START} ... {HEADLINE_END} block: add one where the headline table goes")
+        raise SystemExit(f"no {start} ... {end} block: add one where the generated text goes")
     return head + headline + tail
+
+
+def render_answer(records: list[Record]) -> str:
+    """The compare guide's block: the answer sentences, or what is still missing. Pure."""
+    said = answers(records) or ["No comparison at the plateau is recorded yet: run bench/boundary_curves.sh."]
+    return "\n".join([ANSWER_START, *said, ANSWER_END])
 
 
 def main() -> int:
@@ -593,6 +642,20 @@ def main() -> int:
         measured.add_argument("--id", required=True)
         measured.add_argument("--commit", help="the commit it was measured at (default: HEAD)")
         measured.add_argument("--note")
+    curve = sub.add_parser("curve", help="write bench/results/<id>.json from a run read at its plateau")
+    curve.add_argument("run", type=Path)
+    cmp_ = sub.add_parser("compare", help="write bench/results/<id>.json from one pair of a toolkit compare")
+    cmp_.add_argument("result", type=Path, help="the compare.json of `toolkit compare`")
+    cmp_.add_argument("--a", required=True, help="the first system's name in compare.json")
+    cmp_.add_argument("--b", required=True, help="the second system's name (the difference is a - b)")
+    for made in (curve, cmp_):
+        made.add_argument("--table", required=True)
+        made.add_argument("--system", required=True)
+        made.add_argument("--command", dest="run_command", required=True)
+        made.add_argument("--id", required=True)
+        made.add_argument("--commit", help="the commit it was made at (default: HEAD)")
+        made.add_argument("--headline", action="store_true", help="compare: state it as the table's answer")
+        made.add_argument("--note")
     page = sub.add_parser("page", help="rewrite docs/results.md and the README's headline table")
     page.add_argument("--check", action="store_true", help="exit 1 when either is not what the records give")
     args = parser.parse_args()
@@ -602,6 +665,23 @@ def main() -> int:
         r.headline = args.headline
         r.note = _notes(r.note, args.note)
         return _write(r, args.id or args.run.name)
+
+    if args.command in ("curve", "compare"):
+        fields = (
+            {**curve_fields(args.run), "run_name": args.run.name}
+            if args.command == "curve"
+            else compare_fields(json.loads(args.result.read_text(encoding="utf-8")), args.a, args.b)
+        )
+        r = _measured_here(
+            args.commit,
+            table=args.table,
+            system=args.system,
+            command=args.run_command,
+            headline=args.headline,
+            note=args.note,
+            **fields,
+        )
+        return _write(r, args.id)
 
     if args.command == "timing":
         r = _measured_here(
@@ -660,6 +740,8 @@ def main() -> int:
     headline = render_headline(records)
     want = {PAGE: render_page(records) + "\n"}
     want |= {p: readme_with(p.read_text(encoding="utf-8"), headline) for p in (README, INDEX)}
+    guide = COMPARE_GUIDE.read_text(encoding="utf-8")
+    want[COMPARE_GUIDE] = readme_with(guide, render_answer(records), ANSWER_START, ANSWER_END)
     want |= {CHARTS / name: svg for name, svg in render_charts(records).items()}
     stale = [p for p, text in want.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
     gone = [p for p in CHARTS.glob("*.svg") if p not in want]  # charts of tables no record holds any more

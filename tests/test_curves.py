@@ -228,3 +228,85 @@ def test_eval_precision_sets_the_curve_and_final_scoring_precision_and_records_i
     fp32 = tagger_run(tiny_bert, tmp_path, "fp32_eval", *every)
     assert fp32.run["eval_autocast"] is None
     assert {p["inference_autocast"] for p in read_curve(tmp_path / "fp32_eval")} == {None}
+
+
+def point(epoch, value, low, high, seconds=None):
+    key = "boundary_both_within_3_recall"
+    return {
+        "epoch": epoch,
+        "train_seconds": seconds or 10.0 * epoch,
+        "metrics": {key: value},
+        "ci95": {key: [low, high]},
+    }
+
+
+def test_the_plateau_rule_stops_when_a_doubling_adds_less_than_half_the_ci_width():
+    from toolkit.evaluate.plateau import doubling_points, last_doubling, plateau_reached
+
+    key = "boundary_both_within_3_recall"
+    rising = [point(1, 0.2, 0.1, 0.3), point(2, 0.4, 0.3, 0.5)]  # +0.2 against a half width of 0.1
+    assert not plateau_reached(rising, key)
+    flat = [*rising, point(4, 0.45, 0.35, 0.55)]  # +0.05 < 0.1
+    assert plateau_reached(flat, key) and not plateau_reached(flat, key, min_epochs=8)
+    assert last_doubling(flat, key) == {
+        "from_epoch": 2,
+        "to_epoch": 4,
+        "gain": 0.05,
+        "half_ci_width": 0.1,
+        "seconds": 20.0,
+    }
+    # Flat at a perfect score (no CI width) has plateaued; flat at zero has not started.
+    assert plateau_reached([point(1, 1.0, 1.0, 1.0), point(2, 1.0, 1.0, 1.0)], key)
+    assert not plateau_reached([point(1, 0.0, 0.0, 0.0), point(2, 0.0, 0.0, 0.0)], key)
+    every_epoch = [point(e, 0.1 * e, 0, 1) for e in (1, 2, 3, 4, 5, 6, 7, 8)]
+    assert [p["epoch"] for p in doubling_points(every_epoch)] == [1, 2, 4, 8]
+
+
+def test_a_doubling_curve_stops_at_its_plateau_and_keeps_the_model_it_stopped_with(tiny_bert, tmp_path):
+    result = tagger_run(
+        tiny_bert,
+        tmp_path,
+        "doubling",
+        "train.eval_every=doubling",
+        "train.epochs=512",
+        "train.lr_schedule=constant",
+        "train.warmup_steps=2",
+        "train.plateau.min_epochs=4",
+        "train.logging_steps=1",
+    )
+    curve, run = read_curve(tmp_path / "doubling"), result.run
+    epochs = [p["epoch"] for p in curve]
+    assert epochs == [2**i for i in range(len(curve))]  # read at doubling budgets only
+    key = "boundary_both_within_3_recall"
+    from toolkit.evaluate.plateau import plateau_reached
+
+    # It stopped exactly when the rule first held, before the 512-epoch cap, and was not stopped by a time budget.
+    assert run["stopped_at_plateau"] and not run["stopped_by_time_budget"] and epochs[-1] < 512
+    assert plateau_reached(curve, key, 4) and not any(plateau_reached(curve[:i], key, 4) for i in range(len(curve)))
+    # The model kept is the one at the plateau: the final dev score (the same 3 documents here) is its point's.
+    assert run["epochs_completed"] == epochs[-1]
+    log = (tmp_path / "doubling" / TRAIN_LOG_FILE).read_text().splitlines()
+    rates = [e["learning_rate"] for e in map(json.loads, log) if "learning_rate" in e]
+    assert rates[-1] == pytest.approx(max(rates))  # constant after warmup: no decay toward a 512-epoch end
+    assert not any("eval_runtime" in e for e in map(json.loads, log))  # the curve was the only evaluation
+
+
+def test_doubling_evaluates_at_the_last_epoch_too(tiny_bert, tmp_path):
+    tagger_run(tiny_bert, tmp_path, "six", "train.eval_every=doubling", "train.epochs=6")
+    assert [p["epoch"] for p in read_curve(tmp_path / "six")] == [1, 2, 4, 6]
+
+
+def test_plateau_settings_are_checked_with_their_fix():
+    from toolkit.errors import ConfigError
+
+    demo = REPO / "recipes" / "demo_mlm.yaml"
+    with pytest.raises(ConfigError, match="eval_every=doubling"):
+        load_recipe(demo, ["train.plateau.min_epochs=4", "eval.curve_docs=3"])
+    with pytest.raises(ConfigError, match="eval.curve_docs"):
+        load_recipe(demo, ["train.eval_every=doubling", "train.plateau.min_epochs=4"])
+    with pytest.raises(ConfigError, match="not a learning-curve score"):
+        load_recipe(demo, ["train.eval_every=doubling", "train.plateau.metric=f2", "eval.curve_docs=3"])
+    with pytest.raises(ConfigError, match="held-out plateau"):
+        load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["train.eval_every=doubling"])
+    with pytest.raises(ConfigError, match="lr_schedule=linear"):
+        load_recipe(demo, ["train.max_seconds=10", "train.schedule_by=seconds", "train.lr_schedule=constant"])

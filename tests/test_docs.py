@@ -321,3 +321,119 @@ def test_the_results_page_reads_at_1280_px_with_a_chart_per_table(site, browser_
     assert tables.count() >= headings > 0 and wide == []
     assert len(charts) == headings and all(width > 0 for _, width in charts), charts
     assert problems == []
+
+
+def _boundary_run(folder: Path, both3: float, points: list[tuple[int, float, float]], **run) -> Path:
+    """A finished run's metrics.json and curve.jsonl, as a plateau run of bench/boundary_curves.sh writes them."""
+    folder.mkdir(parents=True)
+    key = "boundary_both_within_3_recall"
+    summary = {key: both3, "boundary_both_recall": 0.2, "boundary_start_recall": 0.6, "boundary_end_recall": 0.5}
+    summary |= {"jaccard_recall": 0.55, "jaccard_f1": 0.45}
+    metrics = {
+        "summary": summary,
+        "ci95": {key: [both3 - 0.07, both3 + 0.07], "jaccard_f1": [0.38, 0.52]},
+        "counts": {"documents": 51},
+        "run": {"train_seconds": 700.0, "train_step_seconds": 600.0, "eval_seconds": 102.0, "epochs_completed": 8.0}
+        | run,
+    }
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    lines = [
+        {"epoch": e, "train_seconds": 75.0 * e, "documents": 10, "metrics": {key: v}, "ci95": {key: [v - h, v + h]}}
+        for e, v, h in points
+    ]
+    (folder / "curve.jsonl").write_text("".join(json.dumps(p) + "\n" for p in lines))
+    return folder
+
+
+def test_curve_and_compare_records_round_trip_and_render_the_table_the_plot_and_the_answer(tmp_path):
+    mlm = _boundary_run(
+        tmp_path / "runs" / "minilm_tagger",
+        0.62,
+        [(1, 0.1, 0.05), (2, 0.4, 0.1), (4, 0.55, 0.1), (8, 0.58, 0.1)],
+        stopped_at_plateau=True,
+    )
+    clm = _boundary_run(
+        tmp_path / "runs" / "smollm2_segments",
+        0.48,
+        [(1, 0.05, 0.05), (2, 0.2, 0.1), (4, 0.4, 0.1)],
+        stopped_by_time_budget=True,
+    )
+    pair = {"difference": 0.14, "ci95": [0.05, 0.23], "p_value": 0.004}
+    compare = {
+        "documents": 51,
+        "systems": {
+            n: {"timing": {"seconds_per_document": s}} for n, s in (("minilm_tagger", 0.3), ("smollm2_segments", 9.5))
+        },
+        "paired_bootstrap": {
+            "minilm_tagger - smollm2_segments": {
+                "boundary_both_within_3_recall": pair,
+                **{
+                    k: {"difference": 0.1, "ci95": [0.0, 0.2], "p_value": 0.05}
+                    for k in ("boundary_both_recall", "jaccard_recall")
+                },
+            }
+        },
+    }
+    table = "MLM vs CLM on clause boundaries"
+    made = [
+        results._measured_here(
+            "abc1234",
+            table=table,
+            system="MiniLM tagger",
+            command="bash b.sh",
+            run_name=mlm.name,
+            **results.curve_fields(mlm),
+        ),
+        results._measured_here(
+            "abc1234",
+            table=table,
+            system="SmolLM2 generating segments",
+            command="bash b.sh",
+            run_name=clm.name,
+            **results.curve_fields(clm),
+        ),
+        results._measured_here(
+            "abc1234",
+            table=table,
+            system="MiniLM tagger − SmolLM2 segments",
+            command="toolkit compare",
+            headline=True,
+            **results.compare_fields(compare, "minilm_tagger", "smollm2_segments"),
+        ),
+    ]
+    folder = tmp_path / "records"
+    folder.mkdir()
+    for i, r in enumerate(made):
+        (folder / f"{i}.json").write_text(r.model_dump_json(indent=1))
+    loaded = results.load_records(folder)
+    assert loaded == made  # every field survives the file
+
+    tagger, generator, difference = loaded
+    assert tagger.curve["ended_by"] == "plateau rule" and tagger.curve["plateau_epoch"] == 8
+    assert tagger.curve["last_doubling"]["gain"] == pytest.approx(0.03)
+    assert generator.curve["ended_by"] == "time budget" and generator.curve["plateau_epoch"] is None
+    assert generator.curve["last_doubling"] == {
+        "from_epoch": 2,
+        "to_epoch": 4,
+        "gain": 0.2,
+        "half_ci_width": 0.1,
+        "seconds": 150.0,
+    }
+    assert tagger.others_ci95["Jaccard F1"] == (0.38, 0.52) and difference.others["p"] == 0.004
+
+    page = results.render_page(loaded)
+    assert "| 1. MiniLM tagger | 0.620 (0.550-0.690) | 0.200 | 0.600 | 0.500 | 0.550 | 0.450 (0.380-0.520) |" in page
+    assert (
+        "8 epochs, ended by plateau rule; last doubling (epoch 4 to 8) +0.030, half CI 0.100 | epoch 8, 10 min | "
+        "10 min | 2.00 |" in page
+    )
+    assert "ended by time budget; last doubling (epoch 2 to 4) +0.200, half CI 0.100 | not reached" in page
+    assert "| MiniLM tagger − SmolLM2 segments | +0.140 (0.050-0.230) | 0.004 |" in page
+    answer = (
+        "MiniLM tagger finds more clauses' both ends within ±3 words than SmolLM2 generating segments: 0.620 against "
+        "0.480 (0.140 apart, 95% CI +0.050 to +0.230, paired bootstrap p 0.004, 51 dev documents)"
+    )
+    assert answer in page and answer in results.render_headline(loaded) and answer in results.render_answer(loaded)
+    assert "reads here as 0.620 for MiniLM tagger and 0.480 for SmolLM2 generating segments." in page
+    svg = results.render_charts(loaded)[results.chart_name(table)]
+    assert svg.count("<polyline") == 2 and "MiniLM tagger" in svg and "training seconds (log scale)" in svg

@@ -277,6 +277,7 @@ def document_counts(
     ]
 
 
+PARTS = ("start", "end", "both")
 PAIRED_METRICS = (
     "span_recall",
     "span_precision",
@@ -300,17 +301,19 @@ def paired_bootstrap(
     _, mb = _summary_vector(b, tolerances)
     point_a = _metrics_from_sums(names, ma.sum(axis=0), tolerances)
     point_b = _metrics_from_sums(names, mb.sum(axis=0), tolerances)
+    # Boundary recall within +/-k words as well: the clause-boundary headline is read at a tolerance.
+    keys = [*PAIRED_METRICS, *(f"boundary_{part}_within_{k}_recall" for k in tolerances for part in PARTS)]
     if n <= 0:  # no resamples asked for: the observed differences only
         return {
             key: {"difference": round(float(point_a[key] - point_b[key]), 4), "ci95": None, "p_value": None}
-            for key in PAIRED_METRICS
+            for key in keys
         }
     rng = np.random.default_rng(seed)
     sample = rng.integers(0, len(a), size=(n, len(a)))
     boot_a = _metrics_from_sums(names, ma[sample].sum(axis=1), tolerances)
     boot_b = _metrics_from_sums(names, mb[sample].sum(axis=1), tolerances)
     out = {}
-    for key in PAIRED_METRICS:
+    for key in keys:
         diff = boot_a[key] - boot_b[key]
         observed = float(point_a[key] - point_b[key])
         p = 2 * min(float(np.mean(diff <= 0)), float(np.mean(diff >= 0)))

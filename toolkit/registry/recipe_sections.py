@@ -225,6 +225,21 @@ class WindowsConfig(Strict):
     )
 
 
+class PlateauConfig(Strict):
+    """The plateau rule of a learning curve read at doubling budgets: stop when the last doubling adds less to
+    `metric` than half the width of its 95% CI at the newer point."""
+
+    metric: str = Field(
+        default="boundary_both_within_3_recall",
+        description="A learning-curve score (curve.jsonl metrics), e.g. boundary_both_within_3_recall.",
+    )
+    min_epochs: float = Field(
+        default=4,
+        gt=0,
+        description="Never stop before this many epochs: a curve still at zero is not flat, it has not started.",
+    )
+
+
 class TrainConfig(Strict):
     """The optimizer, schedule and budget of fine-tuning (transformers' Trainer)."""
 
@@ -239,11 +254,31 @@ class TrainConfig(Strict):
     warmup_ratio: float = Field(
         default=0.1, ge=0, lt=1, description="Share of the schedule spent warming the learning rate up from 0."
     )
+    warmup_steps: int | None = Field(
+        default=None,
+        ge=0,
+        description="Warm up over this many optimizer steps instead of train.warmup_ratio (a schedule with no end "
+        "known in advance: lr_schedule=constant).",
+    )
+    lr_schedule: Literal["linear", "constant"] = Field(
+        default="linear",
+        description="linear: warmup then decay to 0 at the end of the schedule. constant: warmup then the peak rate "
+        "throughout, so the model after N epochs is what an N-epoch run would give (learning curves at doubling "
+        "budgets).",
+    )
+    plateau: PlateauConfig | None = Field(
+        default=None,
+        description="Stop once the learning curve flattens: needs train.eval_every=doubling and eval.curve_docs.",
+    )
     weight_decay: float = Field(default=0.01, ge=0, description="AdamW weight decay.")
     early_stopping_patience: int | None = Field(
         default=None, ge=1, description="Evaluations without dev improvement before stopping."
     )
-    eval_every: Literal["epoch"] | int = Field(default="epoch", description="'epoch' or a number of steps.")
+    eval_every: Literal["epoch", "doubling"] | int = Field(
+        default="epoch",
+        description="'epoch', a number of steps, or 'doubling': after epochs 1, 2, 4, 8, ... and at the last one "
+        "(learning curves at doubling budgets).",
+    )
     logging_steps: int = Field(default=10, ge=1, description="Log the training loss every N steps.")
     save_total_limit: int = Field(default=2, ge=1, description="Checkpoints kept on disk (the best one is kept too).")
     group_by_length: bool = Field(
@@ -286,6 +321,16 @@ class TrainConfig(Strict):
             raise ValueError(
                 "train.schedule_by=seconds spreads the learning-rate schedule over train.max_seconds: set "
                 "train.max_seconds (e.g. 600) or use schedule_by=steps"
+            )
+        if self.schedule_by == "seconds" and self.lr_schedule != "linear":
+            raise ValueError(
+                "train.schedule_by=seconds decays the learning rate over train.max_seconds: use lr_schedule=linear "
+                "with it, or schedule_by=steps"
+            )
+        if self.plateau is not None and self.eval_every != "doubling":
+            raise ValueError(
+                "train.plateau compares the curve at doubling budgets: set train.eval_every=doubling (and "
+                "eval.curve_docs)"
             )
         if self.eval_every_seconds is not None and self.eval_every != "epoch":
             raise ValueError(

@@ -208,6 +208,16 @@ class SegmentClassificationRecipe(ExtractionRecipe):
         return self
 
     @model_validator(mode="after")
+    def _stopping_is_the_held_out_plateau(self) -> SegmentClassificationRecipe:
+        if self.train.plateau is not None or self.train.eval_every == "doubling":
+            raise ValueError(
+                "a segment classifier's training stops at its held-out plateau (train.early_stopping_patience) and "
+                "is read every epoch: remove train.plateau and train.eval_every=doubling (scripts/results.py curve "
+                "reads its curve at doubling epochs)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _clause_starts_come_from_the_linear_prior(self) -> SegmentClassificationRecipe:
         if self.segments.clause_starts and not self.segments.linear_prior:
             raise ValueError(

@@ -91,11 +91,14 @@ class Flow:
         """The run's training clock (and budget, train.max_seconds) and the learning curve (eval.curve_docs)
         on a Trainer; a later training stage is given the first stage's clock."""
         from toolkit.rundir import CURVE_FILE
-        from toolkit.tasks.learning_curve import CurveCallback, evaluate_by_curve
+        from toolkit.tasks.learning_curve import CurveCallback, DoublingEvaluation, PlateauStop, evaluate_by_curve
 
+        t = recipe.train
         trainer.add_callback(clock)
-        if recipe.train.schedule_by == "seconds":
-            clock.schedule_learning_rate(trainer, recipe.train.warmup_ratio)
+        if t.schedule_by == "seconds":
+            clock.schedule_learning_rate(trainer, t.warmup_ratio)
+        if t.eval_every == "doubling":
+            trainer.add_callback(DoublingEvaluation())
         if recipe.curve_documents():
             dev = prepared.dev_records  # type: ignore[attr-defined]
             records = dev[: recipe.curve_documents()]
@@ -103,8 +106,14 @@ class Flow:
             curve = CurveCallback(clock, predict, records, recipe, run_dir / CURVE_FILE, stage)
             if self.curve_selects(recipe, prepared):
                 trainer.evaluate = evaluate_by_curve(trainer, curve, self.curve_selection_key)
+            elif t.plateau is not None:
+                # The run keeps the model at its plateau (no best checkpoint is chosen), so the Trainer's own dev
+                # pass would only cost time: the curve point is the evaluation.
+                trainer.evaluate = evaluate_by_curve(trainer, curve, self.curve_selection_key or t.plateau.metric)
             else:
                 trainer.add_callback(curve)
+            if t.plateau is not None:
+                trainer.add_callback(PlateauStop(curve, clock, t.plateau.metric, t.plateau.min_epochs))
 
     def curve_selects(self, recipe: RecipeBase, prepared: Prepared) -> bool:
         """Whether the curve's score replaces the Trainer's dev evaluation: the curve scores every dev document,
@@ -194,6 +203,8 @@ def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
         # Seconds of training steps alone (no evaluations, no curve): what train.max_seconds budgets.
         "train_step_seconds": round(trained.clock.seconds, 1),
         "stopped_by_time_budget": trained.clock.stopped_by_budget,
+        # train.plateau: the learning curve's last doubling added less than half its CI width.
+        "stopped_at_plateau": trained.clock.stopped_at_plateau,
         "epochs_completed": round(span.epochs_completed, 2),
         "epochs_trained_this_process": round(span.epochs_trained, 4),
         "optimizer_steps": span.optimizer_steps,

@@ -22,20 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.data.schema import SpanRecord
+from toolkit.evaluate.plateau import curve_keys, is_doubling_epoch, plateau_reached
 from toolkit.evaluate.scorer import score
 from toolkit.registry.extraction import ExtractionRecipe
 
 CLOCK_FILE = "toolkit_clock.json"
-# What a curve point keeps of the scorer's output (with their 95% CIs).
-CURVE_KEYS = (
-    "span_recall",
-    "span_precision",
-    "span_f1",
-    "jaccard_recall",
-    "jaccard_f1",
-    "boundary_both_recall",
-    "hallucination_rate",
-)
 
 
 def _callback_base():
@@ -62,6 +53,7 @@ class TrainingClock(_callback_base()):
         self.seconds = 0.0
         self._step_started: float | None = None
         self.stopped_by_budget = False
+        self.stopped_at_plateau = False  # set by PlateauStop
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A resumed run: the Trainer has restored its step from the checkpoint; the clock restores its seconds.
@@ -127,6 +119,7 @@ class CurveCallback(_callback_base()):
         self.recipe = recipe
         self.path = path
         self.stage = stage
+        self.points: list[dict] = []  # this process's points, in order (train.plateau reads them)
 
     def on_evaluate(self, args, state, control, model=None, **kwargs):
         if not state.is_world_process_zero or model is None:
@@ -151,7 +144,7 @@ class CurveCallback(_callback_base()):
             self.recipe.seed,
             unlocated,
         )
-        keys = [*CURVE_KEYS, *(f"boundary_both_within_{k}_recall" for k in e.boundary_tolerance)]
+        keys = curve_keys(e.boundary_tolerance)
         point = {
             "step": state.global_step,
             "epoch": round(float(state.epoch or 0), 4),
@@ -167,7 +160,33 @@ class CurveCallback(_callback_base()):
         }
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(point) + "\n")
+        self.points.append(point)
         return m["summary"]
+
+
+class DoublingEvaluation(_callback_base()):
+    """train.eval_every=doubling: an evaluation and checkpoint after epochs 1, 2, 4, 8, ... and at the end of
+    training, so a learning curve is read at doubling budgets in one run (with lr_schedule=constant, the model
+    after N epochs is what an N-epoch run would give)."""
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        last = state.max_steps > 0 and state.global_step >= state.max_steps
+        if is_doubling_epoch(float(state.epoch or 0)) or last:
+            control.should_evaluate = True
+            control.should_save = True
+
+
+class PlateauStop(_callback_base()):
+    """train.plateau: stop once the curve's last doubling added less than half its newer point's CI width
+    (toolkit/evaluate/plateau.py). Runs after the curve's own on_evaluate, so it reads the newest point."""
+
+    def __init__(self, curve: CurveCallback, clock: TrainingClock, metric: str, min_epochs: float):
+        self.curve, self.clock, self.metric, self.min_epochs = curve, clock, metric, min_epochs
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        if plateau_reached(self.curve.points, self.metric, self.min_epochs):
+            self.clock.stopped_at_plateau = True
+            control.should_training_stop = True
 
 
 def evaluate_by_curve(trainer, curve: CurveCallback, selection_key: str):

@@ -104,7 +104,8 @@ def training_arguments(
     t = recipe.train
     # With eval_every_seconds the training clock (tasks/learning_curve.py) asks for each evaluation and checkpoint; the
     # Trainer's own step schedule is set beyond reach.
-    every = NEVER_STEPS if t.eval_every_seconds is not None else t.eval_every
+    # The same with eval_every=doubling: a callback asks after epochs 1, 2, 4, ...
+    every = NEVER_STEPS if t.eval_every_seconds is not None or t.eval_every == "doubling" else t.eval_every
     schedule = (
         {"eval_strategy": "epoch", "save_strategy": "epoch"}
         if every == "epoch"
@@ -125,11 +126,14 @@ def training_arguments(
         per_device_eval_batch_size=t.eval_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation,
         warmup_ratio=t.warmup_ratio,
+        warmup_steps=t.warmup_steps or 0,
+        lr_scheduler_type="constant_with_warmup" if t.lr_schedule == "constant" else "linear",
         weight_decay=t.weight_decay,
         logging_steps=t.logging_steps,
         save_total_limit=t.save_total_limit,
         group_by_length=t.group_by_length,
-        load_best_model_at_end=True,
+        # train.plateau keeps the model at the plateau; otherwise the best checkpoint is loaded at the end.
+        load_best_model_at_end=t.plateau is None,
         metric_for_best_model=metric,
         greater_is_better=greater_is_better,
         seed=recipe.seed,
