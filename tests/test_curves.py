@@ -310,3 +310,17 @@ def test_plateau_settings_are_checked_with_their_fix():
         load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["train.eval_every=doubling"])
     with pytest.raises(ConfigError, match="lr_schedule=linear"):
         load_recipe(demo, ["train.max_seconds=10", "train.schedule_by=seconds", "train.lr_schedule=constant"])
+
+
+def test_a_run_stopped_by_its_time_budget_logs_its_last_evaluation_once(tiny_bert, tmp_path):
+    # eval_every=epoch: the clock scores the step the budget ran out at, and the Trainer's end of that epoch must
+    # not score it again (a repeated point reads as a flat last gain).
+    result = tagger_run(
+        tiny_bert, tmp_path, "once", "train.max_seconds=0.5", "train.epochs=1000", "train.eval_every=epoch"
+    )
+    assert result.run["stopped_by_time_budget"]
+    steps = [p["step"] for p in read_curve(tmp_path / "once")]
+    log = (tmp_path / "once" / TRAIN_LOG_FILE).read_text().splitlines()
+    logged = [e["step"] for e in map(json.loads, log) if "eval_span_f1" in e]
+    assert steps == sorted(set(steps)) and steps[-1] == result.run["optimizer_steps"]
+    assert logged == sorted(set(logged)) and len(logged) == len(steps)

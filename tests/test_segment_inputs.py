@@ -317,19 +317,3 @@ def test_too_few_clauses_names_where_they_were_counted_and_the_fix_that_applies(
     assert crossed.startswith("fewer than 20 out-of-fold training clauses for {'A': 1}")
     assert "held_out_share" not in crossed  # every training document was already scored
     assert "raise segments.held_out_share" in tuning_note(recipe, records, ["A"])["too_few_to_tune"]
-
-
-def test_a_curve_stopped_by_its_time_budget_counts_its_last_evaluation_once():
-    from types import SimpleNamespace
-
-    from toolkit.registry.recipes import load_recipe
-    from toolkit.tasks.segment_trainer import ENCODER_SELECTION, encoder_training
-
-    key = f"eval_{ENCODER_SELECTION}"
-    log = [{"epoch": 1.0, key: 0.2}, {"loss": 0.1}, {"epoch": 1.5, key: 0.3}, {"epoch": 1.5, key: 0.3}]
-    span = SimpleNamespace(log=log, epochs_completed=1.5, seconds=10.0)
-    trained = SimpleNamespace(span=span, clock=SimpleNamespace(stopped_by_budget=True))
-    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", SEGMENT_RUN)
-    training = encoder_training(recipe, trained)
-    assert [c["epoch"] for c in training["held_out_curve"]] == [1.0, 1.5]
-    assert training["last_gain"] == 0.1 and training["ended_by"] == "time budget (train.max_seconds)"

@@ -262,8 +262,6 @@ def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained, cros
         for e in trained.span.log
         if key in e
     ]
-    # A run stopped by its time budget logs its last evaluation twice (the clock's, then the Trainer's at the end).
-    curve = [c for i, c in enumerate(curve) if i + 1 == len(curve) or curve[i + 1]["epoch"] != c["epoch"]]
     best = max(curve, key=lambda c: c["segment_aupr"], default=None)
     if trained.clock.stopped_by_budget:
         ended = "time budget (train.max_seconds)"
