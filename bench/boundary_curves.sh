@@ -28,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${T:-.venv/bin/toolkit}
 OUT=${OUT:-bench/out/boundaries}
-ALL="minilm_tagger smollm2_segments minilm_segments linear_prior smollm2_tagger smollm2_anchors gemma_tagger"
+ALL="minilm_tagger smollm2_segments minilm_segments linear_prior smollm2_tagger smollm2_anchors gemma_tagger throughput"
 SYSTEMS=${SYSTEMS:-$ALL}
 
 SET=(data.max_train_docs=40 data.max_dev_docs=null eval.curve_docs=10 "output_dir=$OUT")
@@ -52,15 +52,15 @@ run() {  # run NAME RECIPE OVERRIDES...
 
 for s in $SYSTEMS; do
   case $s in
-    minilm_tagger) run $s recipes/cuad_clauses_mlm.yaml "${DOUBLING[@]}" "${CLS[@]}" train.epochs=64 train.max_seconds=1200 ;;
+    minilm_tagger) run $s recipes/cuad_clauses_mlm.yaml "${DOUBLING[@]}" "${CLS[@]}" train.epochs=64 train.max_seconds=3000 ;;
     smollm2_segments)
       run $s recipes/cuad_clauses_clm.yaml "${DOUBLING[@]}" "${GEN[@]}" train.epochs=16 train.max_seconds=1800 ;;
     smollm2_anchors)
       run $s recipes/cuad_clauses_clm.yaml "${DOUBLING[@]}" "${GEN[@]}" generation.target=anchors \
         generation.max_new_tokens=160 train.epochs=16 train.max_seconds=1800 ;;
-    minilm_segments)  # the segment classifier alone: no linear prior, thresholds on a held-out quarter
+    minilm_segments)  # the segment classifier alone: no linear prior; thresholds cross-fitted, as the recipe's
       run $s recipes/cuad_clauses_segments_mlm.yaml "${CLS[@]}" segments.linear_prior=false \
-        segments.clause_starts=false segments.combination=sum segments.thresholds=held_out train.epochs=32 ;;
+        segments.clause_starts=false segments.combination=sum ;;
     linear_prior)  # the prior alone, the same segment decisions
       echo "== $s ($(date -u +%H:%M:%S))"
       $T run recipes/cuad_clauses_segments_mlm.yaml --linear-baseline "name=$s" "${SET[@]}" --overwrite \
@@ -71,6 +71,14 @@ for s in $SYSTEMS; do
     gemma_tagger)
       run $s recipes/cuad_clauses_mlm.yaml model.name=gemma3-270m "${LORA[@]}" "${DOUBLING[@]}" "${CLS[@]}" \
         train.epochs=16 train.max_seconds=1800 ;;
+    throughput)  # a decoder epoch's cost: the generator's Trainer against a plain loop, bf16 and fp32, and
+      # without length buckets (train_throughput.py: the same batches; records with results.py throughput)
+      echo "== $s ($(date -u +%H:%M:%S))"
+      for variant in "train.precision=prefer_bf16" "train.precision=fp32" "train.precision=prefer_bf16 train.group_by_length=false"; do
+        # shellcheck disable=SC2086
+        .venv/bin/python bench/train_throughput.py recipes/cuad_clauses_clm.yaml data.max_train_docs=40 $variant \
+          --steps 20 | tail -1 >> "$OUT/throughput.jsonl" || echo "FAILED: throughput $variant"
+      done ;;
     *) echo "unknown system $s; known: $ALL" >&2; exit 1 ;;
   esac
 done

@@ -324,3 +324,16 @@ def test_a_run_stopped_by_its_time_budget_logs_its_last_evaluation_once(tiny_ber
     logged = [e["step"] for e in map(json.loads, log) if "eval_span_f1" in e]
     assert steps == sorted(set(steps)) and steps[-1] == result.run["optimizer_steps"]
     assert logged == sorted(set(logged)) and len(logged) == len(steps)
+
+
+def test_a_run_resumed_after_its_plateau_trains_no_further_step_and_keeps_its_curve(tiny_bert, tmp_path):
+    plateau = ("train.eval_every=doubling", "train.epochs=512", "train.lr_schedule=constant", "train.warmup_steps=2")
+    first = tagger_run(tiny_bert, tmp_path, "resumed", *plateau, "train.plateau.min_epochs=4")
+    assert first.run["stopped_at_plateau"]
+    curve = read_curve(tmp_path / "resumed")
+    (tmp_path / "resumed" / "metrics.json").unlink()  # as if the process had died after its last checkpoint
+    again = tagger_run(tiny_bert, tmp_path, "resumed", *plateau, "train.plateau.min_epochs=4")
+    assert again.run["stopped_at_plateau"] and again.run["resumed_from_checkpoint"]
+    assert again.run["optimizer_steps"] == first.run["optimizer_steps"]  # not one step past the plateau
+    assert read_curve(tmp_path / "resumed") == curve
+    assert again.summary == first.summary  # the same model, scored again

@@ -195,6 +195,15 @@ class DoublingEvaluation(_callback_base()):
             control.should_save = True
 
 
+def resumed_points(run_dir: Path, checkpoints: Path) -> list[dict]:
+    """The curve points a resumed run already has: those up to its latest checkpoint (none on a fresh run), so the
+    plateau rule reads the whole curve, not this process's points alone."""
+    from toolkit.rundir import read_curve
+
+    steps = [int(p.name.split("-")[-1]) for p in checkpoints.glob("checkpoint-*")] if checkpoints.is_dir() else []
+    return [p for p in read_curve(run_dir) if steps and p["step"] <= max(steps)]
+
+
 class PlateauStop(_callback_base()):
     """train.plateau: stop once the curve's last doubling added less than half its newer point's CI width
     (toolkit/evaluate/plateau.py). Runs after the curve's own on_evaluate, so it reads the newest point."""
