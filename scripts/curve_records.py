@@ -147,12 +147,20 @@ def _plateau_cell(c: dict) -> str:
         return "n/a"
     if c.get("plateau_epoch") is None:
         return "not reached"
-    return f"epoch {c['plateau_epoch']:g}, {_seconds(c['seconds_to_plateau'])}"
+    return f"epoch {c['plateau_epoch']:g}, after {_seconds(c['seconds_to_plateau'])} of training"
+
+
+def _differences(paired: dict, keys: tuple[str, ...]) -> str:
+    return " / ".join(
+        f"{paired[k]['difference']:+.3f} ({paired[k]['p_value']:.3f})"
+        for k in keys
+        if k in paired and paired[k]["p_value"] is not None
+    )
 
 
 def render_section(rows: list) -> list[str]:
-    """A curve table's page lines: per system its whole-dev recalls at the plateau, its curve and cost; then every
-    paired difference. `rows` are Records (curve or paired set). Pure."""
+    """A curve table's page lines: per system its whole-dev recalls at the plateau and its cost, how its curve
+    ended; then every paired difference. `rows` are Records (curve or paired set). Pure."""
     systems = [r for r in rows if r.curve is not None]
     pairs = [r for r in rows if r.paired is not None]
     lines = []
@@ -160,48 +168,45 @@ def render_section(rows: list) -> list[str]:
         documents = sorted({r.curve["documents"] for r in systems if r.curve.get("documents")})
         lines += [
             f"Whole dev set ({systems[0].documents} documents) scored once per system, by the model it ended with; "
-            f"the curve is read on the first {', '.join(map(str, documents))} of them. Plateau: the first doubling "
-            f"from epoch {PLATEAU_MIN_EPOCHS // 2} on that added less to {HEADLINE_NAME} recall than half its "
-            "95% CI width.",
+            f"the curve is read on the first {', '.join(map(str, documents))} of them at epochs 1, 2, 4, 8, .... "
+            f"Plateau: the first doubling, ending at epoch {PLATEAU_MIN_EPOCHS} or later, that added less to "
+            f"{HEADLINE_NAME} recall than half the width of its newer point's 95% CI.",
             "",
-            f"| system | {HEADLINE_NAME} (95% CI) | "
-            + " | ".join(SHOWN.values())
-            + " | curve | plateau (training) | training | s/doc |",
-            "|---|---|" + "---|" * len(SHOWN) + "---|---|---|---|",
+            "| system | both ends ±3 words (95% CI) | both ends exact / start / end | Jaccard recall | "
+            "Jaccard F1 (95% CI) | training; inference |",
+            "|---|---|---|---|---|---|",
         ]
         for i, r in enumerate(systems, start=1):
-            shown = []
-            for name in SHOWN.values():
-                value = r.others.get(name)
-                ci = (r.others_ci95 or {}).get(name) if name == "Jaccard F1" else None
-                shown.append("" if value is None else f"{value:.3f}{_ci(ci)}")
-            per_doc = f"{r.inference_seconds / r.documents:.2f}" if r.inference_seconds and r.documents else ""
+            o, ci = r.others, r.others_ci95 or {}
+            ends = " / ".join(f"{o[n]:.3f}" for n in ("both ends exact", "start", "end") if n in o)
+            jf1 = f"{o['Jaccard F1']:.3f}{_ci(ci.get('Jaccard F1'))}" if "Jaccard F1" in o else ""
+            per_doc = f"; {r.inference_seconds / r.documents:.2f} s/doc" if r.inference_seconds and r.documents else ""
             lines.append(
-                f"| {i}. {r.system} | {r.value:.3f}{_ci(r.ci95)} | "
-                + " | ".join(shown)
-                + f" | {_curve_cell(r.curve)} | {_plateau_cell(r.curve)} | {_seconds(r.train_seconds)} | {per_doc} |"
+                f"| {i}. {r.system} | {r.value:.3f}{_ci(r.ci95)} | {ends} | {o.get('Jaccard recall', 0):.3f} | {jf1} "
+                f"| {_seconds(r.train_seconds)}{per_doc} |"
             )
+        lines += ["", "Curves:", ""]
+        lines += [
+            f"{i}. {r.system}: {_curve_cell(r.curve)}; plateau: {_plateau_cell(r.curve)}."
+            for i, r in enumerate(systems, start=1)
+        ]
         lines.append("")
     if pairs:
         lines += [
             "Paired differences on the same documents (bootstrap over documents; p two-sided):",
             "",
-            f"| difference | {HEADLINE_NAME} (95% CI) | p | "
-            + " | ".join(n for n in SHOWN.values() if n != "Jaccard F1")
-            + " | s/doc |",
-            "|---|---|---|" + "---|" * (len(SHOWN) - 1) + "---|",
+            "| difference | both ends ±3 words (95% CI) | p | both ends exact / start / end (p) | Jaccard recall (p) "
+            "| s/doc |",
+            "|---|---|---|---|---|---|",
         ]
         for r in pairs:
             m, timing = r.paired["metrics"], r.paired["seconds_per_document"]
-            cells = [
-                f"{m[k]['difference']:+.3f} (p {m[k]['p_value']:.3f})" if k in m and m[k]["p_value"] is not None else ""
-                for k in SHOWN
-                if k != "jaccard_f1"
-            ]
+
+            ends = _differences(m, ("boundary_both_recall", "boundary_start_recall", "boundary_end_recall"))
+            per_doc = " vs ".join(f"{timing[n]:.2f}" for n in (r.paired["a"], r.paired["b"]))
             lines.append(
-                f"| {r.system} | {r.value:+.3f}{_ci(r.ci95)} | {r.others['p']:.3f} | "
-                + " | ".join(cells)
-                + f" | {' vs '.join(f'{timing[n]:.2f}' for n in (r.paired['a'], r.paired['b']))} |"
+                f"| {r.system} | {r.value:+.3f}{_ci(r.ci95)} | {r.others['p']:.3f} | {ends} | "
+                f"{_differences(m, ('jaccard_recall',))} | {per_doc} |"
             )
         lines.append("")
     return lines

@@ -422,12 +422,13 @@ def test_curve_and_compare_records_round_trip_and_render_the_table_the_plot_and_
     assert tagger.others_ci95["Jaccard F1"] == (0.38, 0.52) and difference.others["p"] == 0.004
 
     page = results.render_page(loaded)
-    assert "| 1. MiniLM tagger | 0.620 (0.550-0.690) | 0.200 | 0.600 | 0.500 | 0.550 | 0.450 (0.380-0.520) |" in page
+    assert "| 1. MiniLM tagger | 0.620 (0.550-0.690) | 0.200 / 0.600 / 0.500 | 0.550 | 0.450 (0.380-0.520) |" in page
+    assert "| 0.450 (0.380-0.520) | 10 min; 2.00 s/doc |" in page
     assert (
-        "8 epochs, ended by plateau rule; last doubling (epoch 4 to 8) +0.030, half CI 0.100 | epoch 8, 10 min | "
-        "10 min | 2.00 |" in page
+        "1. MiniLM tagger: 8 epochs, ended by plateau rule; last doubling (epoch 4 to 8) +0.030, half CI 0.100; "
+        "plateau: epoch 8, after 10 min of training." in page
     )
-    assert "ended by time budget; last doubling (epoch 2 to 4) +0.200, half CI 0.100 | not reached" in page
+    assert "ended by time budget; last doubling (epoch 2 to 4) +0.200, half CI 0.100; plateau: not reached." in page
     assert "| MiniLM tagger − SmolLM2 segments | +0.140 (0.050-0.230) | 0.004 |" in page
     answer = (
         "MiniLM tagger finds more clauses' both ends within ±3 words than SmolLM2 generating segments: 0.620 against "
