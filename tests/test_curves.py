@@ -258,6 +258,8 @@ def test_the_plateau_rule_stops_when_a_doubling_adds_less_than_half_the_ci_width
     # Flat at a perfect score (no CI width) has plateaued; flat at zero has not started.
     assert plateau_reached([point(1, 1.0, 1.0, 1.0), point(2, 1.0, 1.0, 1.0)], key)
     assert not plateau_reached([point(1, 0.0, 0.0, 0.0), point(2, 0.0, 0.0, 0.0)], key)
+    # A first rise from zero inside a wide CI (a decoder's epochs 2 to 4 on 10 documents) is the curve starting.
+    assert not plateau_reached([point(2, 0.0, 0.0, 0.0), point(4, 0.065, 0.0, 0.154)], key)
     every_epoch = [point(e, 0.1 * e, 0, 1) for e in (1, 2, 3, 4, 5, 6, 7, 8)]
     assert [p["epoch"] for p in doubling_points(every_epoch)] == [1, 2, 4, 8]
 

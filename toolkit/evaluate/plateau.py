@@ -55,9 +55,9 @@ def last_doubling(points: list[dict], key: str) -> dict | None:
 
 def plateau_reached(points: list[dict], key: str, min_epochs: float = 0) -> bool:
     """Whether the last doubling added less than half the newer point's CI width (or nothing: a curve flat at a
-    perfect score has no CI width), at `min_epochs` or later. A curve still at zero has not started, so it has
-    not plateaued."""
+    perfect score has no CI width), at `min_epochs` or later. A doubling that starts at zero is the curve
+    starting, not flattening: a few documents' CI is wide enough to hide a first rise."""
     step = last_doubling(points, key)
-    if step is None or step["to_epoch"] < min_epochs or points[-1]["metrics"][key] <= 0:
+    if step is None or step["to_epoch"] < min_epochs or points[-2]["metrics"][key] <= 0:
         return False
     return step["gain"] < step["half_ci_width"] or step["gain"] <= 0
