@@ -281,18 +281,25 @@ def answer_sentence(rows: list) -> str | None:
     if ra is None or rb is None:
         return None
     winner, loser = (ra, rb) if pair.value > 0 else (rb, ra)
+    low, high = pair.ci95 if pair.value > 0 else (-pair.ci95[1], -pair.ci95[0])  # winner minus loser
     timing = pair.paired["seconds_per_document"]
-    verdict = "finds more clauses' both ends" if pair.others["p"] < 0.05 else "is not told apart from"
     if pair.others["p"] < 0.05:
-        head = f"{winner.system} {verdict} within ±3 words than {loser.system}"
+        head = f"{winner.system} finds more clauses' both ends within ±3 words than {loser.system}"
     else:
-        head = f"{winner.system} {verdict} {loser.system} on both ends within ±3 words"
+        head = f"{winner.system} is not told apart from {loser.system} on both ends within ±3 words"
+    unfinished = " ".join(
+        f"{r.system} had not reached its plateau: its {r.curve['ended_by']} ended it while its last doubling still "
+        f"added {r.curve['last_doubling']['gain']:+.3f} (half a CI: {r.curve['last_doubling']['half_ci_width']:.3f})."
+        for r in (ra, rb)
+        if r.curve["points"] and r.curve["ended_by"] != "plateau rule" and r.curve.get("last_doubling")
+    )
     return (
         f"{head}: {winner.value:.3f} against {loser.value:.3f} ({abs(pair.value):.3f} apart, 95% CI "
-        f"{pair.ci95[0]:+.3f} to {pair.ci95[1]:+.3f}, paired bootstrap p {pair.others['p']:.3f}, {pair.documents} "
+        f"{low:+.3f} to {high:+.3f}, paired bootstrap p {pair.others['p']:.3f}, {pair.documents} "
         f"dev documents), at {_seconds(ra.train_seconds)} of training and "
         f"{timing[a]:.2f} s per document for {ra.system} against {_seconds(rb.train_seconds)} and {timing[b]:.2f} s "
-        f"for {rb.system}. The claim (an MLM tagger's clause-boundary recall {CLAIM[0]:.2f}, an auto-regressive "
-        f"fine-tune's {CLAIM[1]:.2f}) reads here as {ra.value:.3f} for {ra.system} and {rb.value:.3f} for "
-        f"{rb.system}."
+        f"for {rb.system}. "
+        + (unfinished + " " if unfinished else "")
+        + f"The claim (an MLM tagger's clause-boundary recall {CLAIM[0]:.2f}, an auto-regressive fine-tune's "
+        f"{CLAIM[1]:.2f}) reads here as {ra.value:.3f} for {ra.system} and {rb.value:.3f} for {rb.system}."
     )

@@ -436,5 +436,20 @@ def test_curve_and_compare_records_round_trip_and_render_the_table_the_plot_and_
     )
     assert answer in page and answer in results.render_headline(loaded) and answer in results.render_answer(loaded)
     assert "reads here as 0.620 for MiniLM tagger and 0.480 for SmolLM2 generating segments." in page
+    assert (
+        "SmolLM2 generating segments had not reached its plateau: its time budget ended it while its last doubling "
+        "still added +0.200 (half a CI: 0.100)." in page
+    )
+    # Read the other way round (b wins), the sentence names the same winner with the same interval.
+    flipped = difference.model_copy(
+        update={
+            "value": -0.14,
+            "ci95": (-0.23, -0.05),
+            "paired": {**difference.paired, "a": "smollm2_segments", "b": "minilm_tagger"},
+        }
+    )
+    assert "0.620 against 0.480 (0.140 apart, 95% CI +0.050 to +0.230" in results.render_page(
+        [tagger, generator, flipped]
+    )
     svg = results.render_charts(loaded)[results.chart_name(table)]
     assert svg.count("<polyline") == 2 and "MiniLM tagger" in svg and "training seconds (log scale)" in svg
