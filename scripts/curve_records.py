@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolkit.evaluate.plateau import doubling_points, last_doubling, plateau_reached
+from toolkit.evaluate.plateau import doubling_points, is_doubling_epoch, last_doubling, plateau_reached
 
 HEADLINE = "boundary_both_within_3_recall"
 HEADLINE_NAME = "both ends within ±3 words"
@@ -38,13 +38,15 @@ PLATEAU_MIN_EPOCHS = 4
 def summarize_curve(points: list[dict], run: dict, key: str = HEADLINE) -> dict:
     """What a record keeps of a run's curve: its points, where the plateau rule first held on the doubling
     points, the last doubling's slope, and what ended training. Pure."""
-    ended_by = (
-        "plateau rule"
-        if run.get("stopped_at_plateau")
-        else "time budget"
-        if run.get("stopped_by_time_budget")
-        else (run.get("encoder_training") or {}).get("ended_by") or "epoch cap"
-    )
+    # A run whose last point lies between doublings ended by its budget (runs made before the rule read doubling
+    # points only have stopped_at_plateau set by that point as well).
+    at_doubling = bool(points) and is_doubling_epoch(float(points[-1]["epoch"]))
+    if run.get("stopped_at_plateau") and (at_doubling or not run.get("stopped_by_time_budget")):
+        ended_by = "plateau rule"
+    elif run.get("stopped_by_time_budget"):
+        ended_by = "time budget"
+    else:
+        ended_by = (run.get("encoder_training") or {}).get("ended_by") or "epoch cap"
     if not points:
         return {"metric": key, "points": [], "ended_by": "fitted in one pass (no curve)"}
     doubling = doubling_points(points)

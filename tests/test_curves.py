@@ -235,6 +235,7 @@ def point(epoch, value, low, high, seconds=None):
     return {
         "epoch": epoch,
         "train_seconds": seconds or 10.0 * epoch,
+        "documents": 10,
         "metrics": {key: value},
         "ci95": {key: [low, high]},
     }
@@ -339,3 +340,27 @@ def test_a_run_resumed_after_its_plateau_trains_no_further_step_and_keeps_its_cu
     assert again.run["optimizer_steps"] == first.run["optimizer_steps"]  # not one step past the plateau
     assert read_curve(tmp_path / "resumed") == curve
     assert again.summary == first.summary  # the same model, scored again
+
+
+def test_the_point_a_time_budget_scores_between_doublings_does_not_stop_or_count_as_the_plateau():
+    from types import SimpleNamespace
+
+    from toolkit.tasks.learning_curve import PlateauStop, TrainingClock
+
+    steep = [point(1, 0.0, 0, 0), point(2, 0.05, 0, 0.1), point(4, 0.2, 0.1, 0.3), point(8, 0.4, 0.3, 0.5)]
+    at_budget = point(8.7, 0.41, 0.3, 0.52)  # flat against epoch 8, but not a doubling
+    clock = TrainingClock()
+    stop = PlateauStop(SimpleNamespace(points=[*steep, at_budget]), clock, "boundary_both_within_3_recall", 4)
+    control = SimpleNamespace(should_training_stop=False)
+    stop.on_evaluate(None, None, control)
+    assert not control.should_training_stop and not clock.stopped_at_plateau
+
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("curve_records", REPO / "scripts" / "curve_records.py")
+    records = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(records)
+    both = {"stopped_at_plateau": True, "stopped_by_time_budget": True}  # as such a run recorded it before
+    summary = records.summarize_curve([*steep, at_budget], both)
+    assert summary["ended_by"] == "time budget" and summary["plateau_epoch"] is None
+    assert summary["last_doubling"]["to_epoch"] == 8

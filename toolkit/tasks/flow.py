@@ -119,11 +119,11 @@ class Flow:
     def resume_plateau(self, trainer, run_dir: Path, curve, clock, plateau) -> None:
         """A resumed run's curve starts with its earlier points; one resumed after the plateau rule held trains no
         further step (its latest checkpoint is the model at the plateau) and goes on to save and score it."""
-        from toolkit.evaluate.plateau import plateau_reached
+        from toolkit.evaluate.plateau import doubling_points, plateau_reached
         from toolkit.tasks.learning_curve import resumed_points
 
         curve.points = resumed_points(run_dir, Path(trainer.args.output_dir))
-        if plateau_reached(curve.points, plateau.metric, plateau.min_epochs):
+        if curve.points and plateau_reached(doubling_points(curve.points), plateau.metric, plateau.min_epochs):
             trainer.args.max_steps = curve.points[-1]["step"]
             clock.stopped_at_plateau = True
 

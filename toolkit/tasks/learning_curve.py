@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.data.schema import SpanRecord
-from toolkit.evaluate.plateau import curve_keys, is_doubling_epoch, plateau_reached
+from toolkit.evaluate.plateau import curve_keys, doubling_points, is_doubling_epoch, plateau_reached
 from toolkit.evaluate.scorer import score
 from toolkit.registry.extraction import ExtractionRecipe
 
@@ -212,7 +212,8 @@ class PlateauStop(_callback_base()):
         self.curve, self.clock, self.metric, self.min_epochs = curve, clock, metric, min_epochs
 
     def on_evaluate(self, args, state, control, **kwargs):
-        if plateau_reached(self.curve.points, self.metric, self.min_epochs):
+        # Doubling points only: the point a time budget scores between two doublings is not a doubling.
+        if plateau_reached(doubling_points(self.curve.points), self.metric, self.min_epochs):
             self.clock.stopped_at_plateau = True
             control.should_training_stop = True
 
