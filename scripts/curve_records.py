@@ -121,6 +121,11 @@ def compare_fields(compare: dict, a: str, b: str) -> dict:
     }
 
 
+def _p(p: float) -> str:
+    """A bootstrap p-value: 0 of the resamples on the other side reads as under 0.001 (1000 resamples), not 0."""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _ci(ci) -> str:
     return f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
 
@@ -154,7 +159,7 @@ def _plateau_cell(c: dict) -> str:
 
 def _differences(paired: dict, keys: tuple[str, ...]) -> str:
     return " / ".join(
-        f"{paired[k]['difference']:+.3f} ({paired[k]['p_value']:.3f})"
+        f"{paired[k]['difference']:+.3f} ({_p(paired[k]['p_value'])})"
         for k in keys
         if k in paired and paired[k]["p_value"] is not None
     )
@@ -207,7 +212,7 @@ def render_section(rows: list) -> list[str]:
             ends = _differences(m, ("boundary_both_recall", "boundary_start_recall", "boundary_end_recall"))
             per_doc = " vs ".join(f"{timing[n]:.2f}" for n in (r.paired["a"], r.paired["b"]))
             lines.append(
-                f"| {r.system} | {r.value:+.3f}{_ci(r.ci95)} | {r.others['p']:.3f} | {ends} | "
+                f"| {r.system} | {r.value:+.3f}{_ci(r.ci95)} | {_p(r.others['p'])} | {ends} | "
                 f"{_differences(m, ('jaccard_recall',))} | {per_doc} |"
             )
         lines.append("")
@@ -297,7 +302,7 @@ def answer_sentence(rows: list) -> str | None:
     )
     return (
         f"{head}: {winner.value:.3f} against {loser.value:.3f} ({abs(pair.value):.3f} apart, 95% CI "
-        f"{low:+.3f} to {high:+.3f}, paired bootstrap p {pair.others['p']:.3f}, {pair.documents} "
+        f"{low:+.3f} to {high:+.3f}, paired bootstrap p {_p(pair.others['p'])}, {pair.documents} "
         f"dev documents), at {_seconds(ra.train_seconds)} of training and "
         f"{timing[a]:.2f} s per document for {ra.system} against {_seconds(rb.train_seconds)} and {timing[b]:.2f} s "
         f"for {rb.system}. "
