@@ -102,6 +102,16 @@ def curve_fields(run_dir: Path) -> dict:
 def compare_fields(compare: dict, a: str, b: str) -> dict:
     """The fields of a compare record: system a minus system b on the same documents. Pure."""
     pair = compare["paired_bootstrap"].get(f"{a} - {b}")
+    reverse = compare["paired_bootstrap"].get(f"{b} - {a}")
+    if pair is None and reverse is not None:  # compare tests each pair once, in the order the runs were given
+        pair = {
+            k: {
+                "difference": -v["difference"],
+                "ci95": [-v["ci95"][1], -v["ci95"][0]] if v["ci95"] else None,
+                "p_value": v["p_value"],
+            }
+            for k, v in reverse.items()
+        }
     if pair is None:
         raise SystemExit(f"compare.json has no pair {a!r} - {b!r}: its pairs are {sorted(compare['paired_bootstrap'])}")
     head = pair[HEADLINE]

@@ -427,7 +427,7 @@ def render_page(records: list[Record]) -> str:
             lines += render_section(rows)
             sentence = answer_sentence(rows)
             lines += [f"**The answer.** {sentence}", ""] if sentence else []
-            lines += _provenance(rows)
+            lines += _provenance(rows, named=True)
             continue
         lines += ["| system | figure (95% CI) | also | training | inference |", "|---|---|---|---|---|"]
         for i, r in enumerate(rows, start=1):
@@ -442,10 +442,14 @@ def render_page(records: list[Record]) -> str:
     return "\n".join(lines)
 
 
-def _provenance(rows: list[Record]) -> list[str]:
-    """How each row was made, and its notes. Pure."""
+def _provenance(rows: list[Record], named: bool = False) -> list[str]:
+    """How each row was made, and its notes; `named`: each line names its system (a table whose rows are not
+    numbered in this order). Pure."""
     lines = ["How each was made (command, revision, date, CPU):", ""]
-    lines += [f"{i}. `{r.command}` (at {r.commit}, {r.date}; {_cpu(r)})" for i, r in enumerate(rows, start=1)]
+    lines += [
+        f"{i}. {f'{r.system}: ' if named else ''}`{r.command}` (at {r.commit}, {r.date}; {_cpu(r)})"
+        for i, r in enumerate(rows, start=1)
+    ]
     notes = [r for r in rows if r.note]
     return lines + (["", "Notes:", ""] + [f"- {r.system}: {r.note}" for r in notes] + [""] if notes else [""])
 
