@@ -376,21 +376,11 @@ def test_curve_and_compare_records_round_trip_and_render_the_table_the_plot_and_
     }
     table = "MLM vs CLM on clause boundaries"
     made = [
-        results._measured_here(
-            "abc1234",
-            table=table,
-            system="MiniLM tagger",
-            command="bash b.sh",
-            run_name=mlm.name,
-            **results.curve_fields(mlm),
-        ),
-        results._measured_here(
-            "abc1234",
-            table=table,
-            system="SmolLM2 generating segments",
-            command="bash b.sh",
-            run_name=clm.name,
-            **results.curve_fields(clm),
+        *(
+            results._measured_here(
+                "abc1234", table=table, system=name, command="bash b.sh", run_name=run.name, **results.curve_fields(run)
+            )
+            for name, run in (("MiniLM tagger", mlm), ("SmolLM2 generating segments", clm))
         ),
         results._measured_here(
             "abc1234",
