@@ -46,3 +46,21 @@ def span_summary_names(tolerances: Sequence[int]) -> tuple[str, ...]:
     """Every summary key of a span extractor scored with these boundary tolerances."""
     within = tuple(f"boundary_{part}_within_{k}_recall" for k in tolerances for part in ("start", "end", "both"))
     return SPAN_SUMMARY + within
+
+
+# What a learning-curve point (curve.jsonl) keeps of the scorer's output, with their 95% CIs, besides boundary
+# recall within +/-k words; train.plateau.metric names one of them.
+CURVE_KEYS = (
+    "span_recall",
+    "span_precision",
+    "span_f1",
+    "jaccard_recall",
+    "jaccard_f1",
+    "boundary_both_recall",
+    "hallucination_rate",
+)
+
+
+def curve_keys(tolerances: Sequence[int]) -> list[str]:
+    """Every score a curve point holds for these boundary tolerances."""
+    return [*CURVE_KEYS, *(f"boundary_both_within_{k}_recall" for k in tolerances)]

@@ -1,4 +1,4 @@
-"""Pure: what a learning-curve point holds, and the plateau rule read on curves at doubling budgets.
+"""Pure: the plateau rule, read on learning curves at doubling budgets.
 
 A curve point (a line of curve.jsonl) has `epoch`, `train_seconds`, `metrics` and `ci95` (key -> [low, high]).
 The rule: a curve has plateaued when its last doubling of the budget added less to the score than half the
@@ -7,24 +7,6 @@ training (`train.plateau`) and, on any curve, to say whether it had flattened (`
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-
-# What a curve point keeps of the scorer's output (with their 95% CIs), besides boundary recall within +/-k.
-CURVE_KEYS = (
-    "span_recall",
-    "span_precision",
-    "span_f1",
-    "jaccard_recall",
-    "jaccard_f1",
-    "boundary_both_recall",
-    "hallucination_rate",
-)
-
-
-def curve_keys(tolerances: Sequence[int]) -> list[str]:
-    """Every score a curve point holds for these boundary tolerances."""
-    return [*CURVE_KEYS, *(f"boundary_both_within_{k}_recall" for k in tolerances)]
 
 
 def is_doubling_epoch(epoch: float) -> bool:

@@ -6,7 +6,7 @@ from pydantic import Field, model_validator
 
 from toolkit.registry.recipe_sections import EvalConfig
 from toolkit.registry.task import RecipeBase
-from toolkit.scoring import span_summary_names
+from toolkit.scoring import curve_keys, span_summary_names
 
 
 class ExtractionRecipe(RecipeBase):
@@ -23,8 +23,6 @@ class ExtractionRecipe(RecipeBase):
             raise ValueError(
                 "train.plateau reads the learning curve: set eval.curve_docs (the dev documents each point scores)"
             )
-        from toolkit.evaluate.plateau import curve_keys
-
         known = curve_keys(self.eval.boundary_tolerance)
         if plateau.metric not in known:
             raise ValueError(
