@@ -47,8 +47,8 @@ def summarize_curve(points: list[dict], run: dict, key: str = HEADLINE) -> dict:
         ended_by = "time budget"
     else:
         ended_by = (run.get("encoder_training") or {}).get("ended_by") or "epoch cap"
-    if not points:
-        return {"metric": key, "points": [], "ended_by": "fitted in one pass (no curve)"}
+    if not points:  # a linear model fitted in one pass, or a segment encoder read on held-out training documents
+        return {"metric": key, "points": [], "ended_by": ended_by if run.get("encoder_training") else "one pass"}
     doubling = doubling_points(points)
     plateau = next(
         (doubling[i] for i in range(1, len(doubling)) if plateau_reached(doubling[: i + 1], key, PLATEAU_MIN_EPOCHS)),
@@ -93,7 +93,9 @@ def curve_fields(run_dir: Path) -> dict:
         "others": {name: summary[k] for k, name in SHOWN.items() if summary.get(k) is not None},
         "others_ci95": {name: tuple(ci[k]) for k, name in SHOWN.items() if ci.get(k)},
         "documents": documents,
-        "train_seconds": run.get("train_step_seconds") or run.get("train_seconds"),
+        # A cross-fitted encoder's folds are part of what it cost to train.
+        "train_seconds": (run.get("train_step_seconds") or run.get("train_seconds") or 0)
+        + ((run.get("cross_fitting") or {}).get("seconds") or 0),
         "inference_seconds": seconds,
         "curve": summarize_curve(points, run),
     }
@@ -148,7 +150,7 @@ def _seconds(s: float | None) -> str:
 
 def _curve_cell(c: dict) -> str:
     if not c["points"]:
-        return c["ended_by"]
+        return f"no dev curve; ended by {c['ended_by']}"
     cell = f"{c['epochs']:g} epochs, ended by {c['ended_by']}" if c.get("epochs") else f"ended by {c['ended_by']}"
     step = c.get("last_doubling")
     if step:
