@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from toolkit.evaluate.plateau import doubling_points, is_doubling_epoch, last_doubling, plateau_reached
+from toolkit.rundir import read_curve
 
 HEADLINE = "boundary_both_within_3_recall"
 HEADLINE_NAME = "both ends within ±3 words"
@@ -77,12 +78,7 @@ def summarize_curve(points: list[dict], run: dict, key: str = HEADLINE) -> dict:
 def curve_fields(run_dir: Path) -> dict:
     """The fields of a curve record, from a finished run's metrics.json and curve.jsonl (nothing re-scored)."""
     metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-    curve_file = run_dir / "curve.jsonl"
-    points = (
-        [json.loads(line) for line in curve_file.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if curve_file.is_file()
-        else []
-    )
+    points = read_curve(run_dir)
     summary, ci, run = metrics["summary"], metrics.get("ci95", {}), metrics["run"]
     documents = metrics["counts"]["documents"]
     seconds = run.get("eval_seconds")
@@ -142,7 +138,8 @@ def _ci(ci) -> str:
     return f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
 
 
-def _seconds(s: float | None) -> str:
+def seconds_text(s: float | None) -> str:
+    """Seconds as the page shows them: whole seconds under 10 minutes, minutes above. Pure."""
     if s is None:
         return ""
     return f"{s:.0f} s" if s < 600 else f"{s / 60:.0f} min"
@@ -166,7 +163,7 @@ def _plateau_cell(c: dict) -> str:
         return "n/a"
     if c.get("plateau_epoch") is None:
         return "not reached"
-    return f"epoch {c['plateau_epoch']:g}, after {_seconds(c['seconds_to_plateau'])} of training"
+    return f"epoch {c['plateau_epoch']:g}, after {seconds_text(c['seconds_to_plateau'])} of training"
 
 
 def _differences(paired: dict, keys: tuple[str, ...]) -> str:
@@ -202,7 +199,7 @@ def render_section(rows: list) -> list[str]:
             per_doc = f"; {r.inference_seconds / r.documents:.2f} s/doc" if r.inference_seconds and r.documents else ""
             lines.append(
                 f"| {i}. {r.system} | {r.value:.3f}{_ci(r.ci95)} | {ends} | {o.get('Jaccard recall', 0):.3f} | {jf1} "
-                f"| {_seconds(r.train_seconds)}{per_doc} |"
+                f"| {seconds_text(r.train_seconds)}{per_doc} |"
             )
         lines += ["", "Curves:", ""]
         lines += [
@@ -237,7 +234,8 @@ WIDTH, HEIGHT, LEFT, TOP, PLOT_W, PLOT_H = 720, 360, 60, 20, 460, 280
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
+    """Text for SVG markup. Pure."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
@@ -261,7 +259,7 @@ def render_curves(title: str, rows: list) -> str:
         f'<rect x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" fill="none" stroke="#999"/>',
         f'<text x="{LEFT + PLOT_W / 2}" y="{HEIGHT - 8}" text-anchor="middle">training seconds (log scale)</text>',
         f'<text x="14" y="{TOP + PLOT_H / 2}" transform="rotate(-90 14 {TOP + PLOT_H / 2})" text-anchor="middle">'
-        f"{_escape(HEADLINE_NAME)} recall</text>",
+        f"{escape(HEADLINE_NAME)} recall</text>",
     ]
     for v in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<text x="{LEFT - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
@@ -279,10 +277,10 @@ def render_curves(title: str, rows: list) -> str:
         ly = TOP + 14 + 18 * i
         parts.append(f'<rect x="{LEFT + PLOT_W + 12}" y="{ly - 9}" width="12" height="4" fill="{colour}"/>')
         name = r.system if len(r.system) <= 28 else r.system[:27] + "…"
-        parts.append(f'<text x="{LEFT + PLOT_W + 30}" y="{ly}">{_escape(name)}</text>')
+        parts.append(f'<text x="{LEFT + PLOT_W + 30}" y="{ly}">{escape(name)}</text>')
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
-        f'font-family="sans-serif" font-size="12" role="img"><title>{_escape(title)}</title>'
+        f'font-family="sans-serif" font-size="12" role="img"><title>{escape(title)}</title>'
         + "".join(parts)
         + "</svg>\n"
     )
@@ -315,9 +313,9 @@ def answer_sentence(rows: list) -> str | None:
     return (
         f"{head}: {winner.value:.3f} against {loser.value:.3f} ({abs(pair.value):.3f} apart, 95% CI "
         f"{low:+.3f} to {high:+.3f}, paired bootstrap p {_p(pair.others['p'])}, {pair.documents} "
-        f"dev documents), at {_seconds(ra.train_seconds)} of training and "
-        f"{timing[a]:.2f} s per document for {ra.system} against {_seconds(rb.train_seconds)} and {timing[b]:.2f} s "
-        f"for {rb.system}. "
+        f"dev documents), at {seconds_text(ra.train_seconds)} of training and "
+        f"{timing[a]:.2f} s per document for {ra.system} against {seconds_text(rb.train_seconds)} and "
+        f"{timing[b]:.2f} s for {rb.system}. "
         + (unfinished + " " if unfinished else "")
         + f"The claim (an MLM tagger's clause-boundary recall {CLAIM[0]:.2f}, an auto-regressive fine-tune's "
         f"{CLAIM[1]:.2f}) reads here as {ra.value:.3f} for {ra.system} and {rb.value:.3f} for {rb.system}."

@@ -40,7 +40,15 @@ HEADLINE_START, HEADLINE_END = "<!-- headline results: start -->", "<!-- headlin
 ANSWER_START, ANSWER_END = "<!-- mlm vs clm answer: start -->", "<!-- mlm vs clm answer: end -->"
 sys.path.insert(0, str(ROOT))
 
-from scripts.curve_records import answer_sentence, compare_fields, curve_fields, render_curves, render_section  # noqa: E402
+from scripts.curve_records import (  # noqa: E402
+    answer_sentence,
+    compare_fields,
+    curve_fields,
+    render_curves,
+    render_section,
+)
+from scripts.curve_records import escape as _escape  # noqa: E402
+from scripts.curve_records import seconds_text as _seconds  # noqa: E402
 from toolkit.hardware import cpu_flags  # noqa: E402  (pure: no torch)
 
 # The figure each task's runs are ranked by, with its CI key, and the figures shown beside it.
@@ -370,12 +378,6 @@ def load_records(folder: Path = RECORDS) -> list[Record]:
     return records
 
 
-def _seconds(s: float | None) -> str:
-    if s is None:
-        return ""
-    return f"{s:.0f} s" if s < 600 else f"{s / 60:.0f} min"
-
-
 def _cpu(r: Record) -> str:
     return f"{r.cpu} ({', '.join(r.cpu_flags) or 'no AVX2'})"
 
@@ -466,10 +468,6 @@ def _tables(records: list[Record]) -> dict[str, list[Record]]:
 BAR_HEIGHT, LABEL_WIDTH, PLOT_WIDTH, VALUE_WIDTH = 22, 300, 280, 140
 
 
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
 def render_chart(table: str, rows: list[Record]) -> str:
     """One table's chart: per system (numbered as in its table) a bar of its figure and its 95% CI as a whisker,
     one panel per metric and unit. Scores share the 0-1 axis; other units start at 0. Pure."""
@@ -512,7 +510,7 @@ def render_charts(records: list[Record]) -> dict[str, str]:
     return {
         chart_name(table): render_curves(table, rows) if any(r.curve for r in rows) else render_chart(table, rows)
         for table, rows in _tables(records).items()
-        if any(r.curve is None and r.paired is None for r in rows) or any(r.curve for r in rows)
+        if any(r.paired is None for r in rows)  # a table of compare records alone has no chart
     }
 
 

@@ -338,7 +338,14 @@ def _boundary_run(folder: Path, both3: float, points: list[tuple[int, float, flo
     }
     (folder / "metrics.json").write_text(json.dumps(metrics))
     lines = [
-        {"epoch": e, "train_seconds": 75.0 * e, "documents": 10, "metrics": {key: v}, "ci95": {key: [v - h, v + h]}}
+        {
+            "step": 40 * e,
+            "epoch": e,
+            "train_seconds": 75.0 * e,
+            "documents": 10,
+            "metrics": {key: v},
+            "ci95": {key: [v - h, v + h]},
+        }
         for e, v, h in points
     ]
     (folder / "curve.jsonl").write_text("".join(json.dumps(p) + "\n" for p in lines))

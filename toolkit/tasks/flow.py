@@ -98,7 +98,7 @@ class Flow:
         if t.schedule_by == "seconds":
             clock.schedule_learning_rate(trainer, t.warmup_ratio)
         if t.eval_every == "doubling":
-            trainer.add_callback(DoublingEvaluation())
+            trainer.add_callback(DoublingEvaluation(clock))
         if recipe.curve_documents():
             dev = prepared.dev_records  # type: ignore[attr-defined]
             records = dev[: recipe.curve_documents()]

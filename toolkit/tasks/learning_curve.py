@@ -55,7 +55,7 @@ class TrainingClock(_callback_base()):
         self._step_started: float | None = None
         self.stopped_by_budget = False
         self.stopped_at_plateau = False  # set by PlateauStop
-        self._evaluated_at: int | None = None  # the step of the last evaluation
+        self.evaluated_at: int | None = None  # the step of the last evaluation
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A resumed run: the Trainer has restored its step from the checkpoint; the clock restores its seconds.
@@ -82,12 +82,12 @@ class TrainingClock(_callback_base()):
             control.should_save = True
 
     def on_evaluate(self, args, state, control, **kwargs):
-        self._evaluated_at = state.global_step
+        self.evaluated_at = state.global_step
 
     def on_epoch_end(self, args, state, control, **kwargs):
         # Stopped by the budget mid-epoch: the step's evaluation above already scored and saved this step, and the
         # Trainer's end-of-epoch evaluation (eval_strategy=epoch) would log the same point a second time.
-        if self.stopped_by_budget and self._evaluated_at == state.global_step:
+        if self.stopped_by_budget and self.evaluated_at == state.global_step:
             control.should_evaluate = False
             control.should_save = False
 
@@ -181,14 +181,11 @@ class DoublingEvaluation(_callback_base()):
     training, so a learning curve is read at doubling budgets in one run (with lr_schedule=constant, the model
     after N epochs is what an N-epoch run would give)."""
 
-    def __init__(self):
-        self._evaluated_at: int | None = None
-
-    def on_evaluate(self, args, state, control, **kwargs):
-        self._evaluated_at = state.global_step
+    def __init__(self, clock: TrainingClock):
+        self.clock = clock
 
     def on_epoch_end(self, args, state, control, **kwargs):
-        if self._evaluated_at == state.global_step:  # a time budget's stop scored this step already
+        if self.clock.evaluated_at == state.global_step:  # a time budget's stop scored this step already
             return
         last = state.max_steps > 0 and state.global_step >= state.max_steps
         if is_doubling_epoch(float(state.epoch or 0)) or last:
