@@ -59,23 +59,28 @@ def _jsonl_texts(path: Path) -> Iterator[tuple[str, str]]:
                     )
                 )
                 continue
-            yield f"{path.name}:{line_no}", obj["text"]
+            yield f"{path}:{line_no}", obj["text"]
     if problems:
         raise DataError(problems, f"{path}: {len(problems)} line(s) without usable text")
 
 
 def read_texts(source: str, max_docs: int | None = None, report: TextReport | None = None) -> list[str]:
     """The documents of a text source (see the module docstring), in order."""
+    return [text for _, text in read_located_texts(source, max_docs, report)]
+
+
+def read_located_texts(
+    source: str, max_docs: int | None = None, report: TextReport | None = None
+) -> list[tuple[str, str]]:
+    """(where, text) of each document of a text source, in order; where is file:line for JSONL, else the file."""
     from toolkit.data.records import resolve_data_path
 
     path = resolve_data_path(source) if source.startswith("sample:") else Path(source)
     if not path.exists():
         raise ToolkitError(
             f"{path}: no such file or directory",
-            fix=(
-                "point data.train / data.dev at a .txt file, a directory of .txt files or a JSONL file with a 'text' "
-                "field"
-            ),
+            fix="point it (data.train / data.dev, distill.unlabelled) at a .txt file, a directory of .txt files "
+            "or a JSONL file with a 'text' field",
         )
     if path.is_dir():
         files = sorted(path.rglob("*.txt"))
@@ -97,7 +102,7 @@ def read_texts(source: str, max_docs: int | None = None, report: TextReport | No
         if not text.strip():
             report.blank_documents.append(where)
             continue
-        texts.append(text)
+        texts.append((where, text))
         report.documents += 1
         report.characters += len(text)
     if not texts:

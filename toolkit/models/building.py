@@ -117,6 +117,26 @@ def renew_head_for_other_labels(model, name: str, names: list[str]) -> bool:
     return True
 
 
+def keep_first_layers(config, keep: int | None, name: str) -> None:
+    """model.keep_layers: the model is built with its first `keep` layers; from_pretrained loads their weights
+    and leaves the rest unread (DistilBERT and TinyBERT start students from a teacher's layers the same way)."""
+    if keep is None:
+        return
+    layers = getattr(config, "num_hidden_layers", None)
+    if layers is None:
+        raise ToolkitError(
+            f"model.keep_layers: {name!r} does not say how many layers it has", fix="drop model.keep_layers"
+        )
+    if keep > layers:
+        raise ToolkitError(
+            f"model.keep_layers={keep}, but {name!r} has {layers} layers",
+            fix=f"set model.keep_layers to {layers} or less",
+        )
+    config.num_hidden_layers = keep
+    if isinstance(getattr(config, "layer_types", None), list):  # decoders with per-layer attention kinds
+        config.layer_types = config.layer_types[:keep]
+
+
 def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
     from transformers import AutoConfig, AutoModelForTokenClassification
 
@@ -134,6 +154,7 @@ def _token_classifier(cfg: ClassifierModelConfig, names: list[str]):
             fix="pass a local model directory or a reachable hub id as model.name",
         ) from None
     check_window_fits(config, cfg.max_length, cfg.name)
+    keep_first_layers(config, getattr(cfg, "keep_layers", None), cfg.name)
     apply_dropout(config, cfg.dropout)
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = tokenizer.pad_token_id

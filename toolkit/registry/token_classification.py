@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolkit.registry.extraction import ExtractionRecipe
-from toolkit.registry.recipe_sections import ClassifierModelConfig, MultiCorpusDataConfig, TrainConfig, WindowsConfig
+from toolkit.registry.recipe_sections import (
+    ClassifierModelConfig,
+    MultiCorpusDataConfig,
+    Strict,
+    TrainConfig,
+    WindowsConfig,
+)
+from toolkit.registry.saved import ModelMeta
 from toolkit.registry.task import Task
 
 
@@ -20,6 +27,12 @@ class TaggerModelConfig(ClassifierModelConfig):
     multi_label: bool = Field(
         default=False,
         description="An independent O/B/I layer per label, so spans of different labels may overlap (CUAD).",
+    )
+    keep_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Keep only the first N transformer layers of the pretrained model (a smaller, faster tagger, "
+        "e.g. a distilled student: distill); None: every layer. Saved with the model.",
     )
     decoding: Literal["argmax", "viterbi"] = Field(
         default="argmax",
@@ -67,12 +80,59 @@ class TaggerTrainConfig(TrainConfig):
         return self
 
 
+class DistillConfig(Strict):
+    """token_classification: learn from a teacher tagger's soft labels beside the gold ones (Hinton et al.
+    2015), on the labelled training documents and on unlabelled in-domain text the teacher labels."""
+
+    teacher: str = Field(
+        description="The teacher: a token_classification run directory (or its model/ folder or an export) whose "
+        "labels are this recipe's."
+    )
+    temperature: float = Field(
+        default=2.0, gt=0, description="Softens both distributions in the soft loss; the loss is scaled by its square."
+    )
+    gold_weight: float = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="Share of the loss on gold labels (labelled documents); the rest is the soft loss on every "
+        "document.",
+    )
+    unlabelled: list[str] = Field(
+        default_factory=list,
+        description="Unlabelled in-domain text the teacher labels: .txt files, folders of them, or JSONL with a "
+        "'text' field (a span file's spans are ignored). None: the labelled training documents alone.",
+    )
+    unlabelled_share: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Share of the unlabelled documents used, a random sample by seed (what more text buys: 0.5, 1).",
+    )
+    max_unlabelled_docs: int | None = Field(default=None, ge=1, description="Read at most this many per source.")
+    leak_sentence_chars: int = Field(
+        default=40,
+        ge=10,
+        description="A dev document sharing a sentence this long with an unlabelled one stops the run (a leak).",
+    )
+    teacher_batch_size: int = Field(default=16, ge=1, description="Windows per teacher forward pass.")
+
+
 class TokenClassificationRecipe(ExtractionRecipe):
     task: Literal["token_classification"]
     data: MultiCorpusDataConfig
     model: TaggerModelConfig = Field(default_factory=TaggerModelConfig)
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     train: TaggerTrainConfig = Field(default_factory=TaggerTrainConfig)
+    distill: DistillConfig | None = Field(default=None, description="Learn from a teacher tagger (off when absent).")
+
+    @model_validator(mode="after")
+    def _distill_flat_tags(self) -> TokenClassificationRecipe:
+        if self.distill is not None and self.model.multi_label:
+            raise ValueError(
+                "distill supports flat tagging (one label per word); set model.multi_label=false or drop distill"
+            )
+        return self
 
     @model_validator(mode="after")
     def _averaging_needs_full_checkpoints(self) -> TokenClassificationRecipe:
@@ -84,6 +144,35 @@ class TokenClassificationRecipe(ExtractionRecipe):
         return self
 
 
+class TeacherInfo(BaseModel):
+    """What a distilled tagger learned from (toolkit.json "distilled_from")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    teacher: str  # the teacher's run directory as the recipe named it
+    teacher_model: str | None = None  # the teacher's model.name
+    temperature: float
+    gold_weight: float
+    labelled_documents: int
+    unlabelled_documents: int
+
+
+class TaggerMeta(ModelMeta):
+    """toolkit.json of a tagger: ModelMeta's fields, and its teacher when it was distilled."""
+
+    distilled_from: TeacherInfo | None = None
+
+    def card_lines(self) -> list[str]:
+        d = self.distilled_from
+        if d is None:
+            return []
+        teacher = d.teacher + (f" ({d.teacher_model})" if d.teacher_model else "")
+        return [
+            f"- Distilled from the tagger {teacher}: its soft labels at temperature {d.temperature:g} on "
+            f"{d.labelled_documents} labelled and {d.unlabelled_documents} unlabelled documents, gold labels weighted "
+            f"{d.gold_weight:g}"
+        ]
+
+
 TASK = Task(
     name="token_classification",
     recipe=TokenClassificationRecipe,
@@ -93,4 +182,5 @@ TASK = Task(
     outputs="tags",
     pipeline_tag="token-classification",
     speed_docs=32,
+    meta=TaggerMeta,
 )

@@ -40,7 +40,8 @@ def _token_roles(offsets: Sequence[tuple[int, int]], spans: Sequence[SpanLike]) 
     return roles
 
 
-def _trainable(word_ids: Sequence[int | None], label_all_subtokens: bool) -> list[bool]:
+def trainable_tokens(word_ids: Sequence[int | None], label_all_subtokens: bool) -> list[bool]:
+    """Which tokens carry a target: every word's first sub-token (or every sub-token), never a special token."""
     out, prev = [], None
     for w in word_ids:
         out.append(w is not None and (label_all_subtokens or w != prev))
@@ -59,7 +60,7 @@ def flat_targets(
 
     `spans` must not overlap (use `representable` first)."""
     roles = _token_roles(offsets, spans)
-    mask = _trainable(word_ids, label_all_subtokens)
+    mask = trainable_tokens(word_ids, label_all_subtokens)
     out = []
     for t, keep in enumerate(mask):
         if not keep:
@@ -83,7 +84,7 @@ def multi_label_targets(
     IGNORE rows for masked tokens. Spans of one label must not overlap (use `representable`)."""
     index = {lb: i for i, lb in enumerate(labels)}
     roles = _token_roles(offsets, spans)
-    mask = _trainable(word_ids, label_all_subtokens)
+    mask = trainable_tokens(word_ids, label_all_subtokens)
     out: list[list[int]] = []
     for t, keep in enumerate(mask):
         if not keep:

@@ -26,6 +26,14 @@ from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, model_meta, save_model_d
 from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window
+from toolkit.tasks.distillation import (
+    TEACHER_OUTPUTS_FILE,
+    Distillation,
+    label_documents,
+    plan_distillation,
+    soft_collator,
+    soft_dataset,
+)
 from toolkit.tasks.features import FeatureReport, labels_to_learn, token_features
 from toolkit.tasks.flow import Flow, Prepared, Trained
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, training_arguments
@@ -92,9 +100,17 @@ def _trainer_class():
         (multi-label)."""
 
         def __init__(
-            self, *args, loss_weights=None, multi_label=False, layer_decay=None, head_learning_rate=None, **kwargs
+            self,
+            *args,
+            loss_weights=None,
+            multi_label=False,
+            layer_decay=None,
+            head_learning_rate=None,
+            distill=None,
+            **kwargs,
         ):
             super().__init__(*args, **kwargs)
+            self.distill = distill  # (temperature, gold_weight): the teacher's logits come with each training batch
             self.loss_weights = torch.tensor(loss_weights, dtype=torch.float) if loss_weights else None
             self.multi_label = multi_label
             self.layer_decay, self.head_learning_rate = layer_decay, head_learning_rate
@@ -129,9 +145,15 @@ def _trainer_class():
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels = inputs.pop("labels")
+            teacher, teacher_mask = inputs.pop("teacher_logits", None), inputs.pop("teacher_mask", None)
             outputs = model(**inputs)
             logits = outputs.logits.float()
-            if self.multi_label:
+            if teacher is not None and self.distill is not None:
+                from toolkit.tasks.distillation import distillation_loss
+
+                weight = self.loss_weights.to(logits.device) if self.loss_weights is not None else None
+                loss = distillation_loss(logits, labels, teacher, teacher_mask, *self.distill, weight=weight)
+            elif self.multi_label:
                 loss = self._multi_label_loss(logits, labels)
             else:
                 weight = self.loss_weights.to(logits.device) if self.loss_weights is not None else None
@@ -202,6 +224,7 @@ class TokenPrepared(Prepared):
     dev_targets: list[list]
     train_report: FeatureReport
     dev_report: FeatureReport
+    distill: Distillation | None = None  # distill: the teacher and the unlabelled text
 
 
 class TokenClassification(Flow):
@@ -216,6 +239,8 @@ class TokenClassification(Flow):
         dev_records = filter_labels(dev_records, labels)
         m = recipe.model
         space = LabelSpace(tuple(labels), m.multi_label, m.label_all_subtokens, m.decoding)
+        # The teacher and the unlabelled text are checked before any model loads.
+        distill = plan_distillation(recipe, train_records, dev_records, space) if recipe.distill else None
         model, tokenizer = build_token_model(m, space)
         train_windows, train_targets, train_report = token_features(
             tokenizer, train_records, space, m.max_length, m.stride, recipe.windows.negative_ratio, recipe.seed
@@ -227,6 +252,7 @@ class TokenClassification(Flow):
             "dev": dev_report.to_dict(),
             "steps_per_epoch": steps_per_epoch(len(train_windows), recipe),
             **({"train_corpora": sources} if sources else {}),
+            **({"distillation": distill.report} if distill else {}),
             **parameter_counts(model),
         }
         return TokenPrepared(
@@ -242,6 +268,7 @@ class TokenClassification(Flow):
             dev_targets,
             train_report,
             dev_report,
+            distill,
         )
 
     def trainer(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared):
@@ -266,22 +293,49 @@ class TokenClassification(Flow):
             }
 
         t = recipe.train
+        train_dataset, collator = (
+            _dataset(p.train_windows, p.train_targets),
+            _collator(p.tokenizer, p.space.multi_label),
+        )
+        if p.distill is not None:
+            train_dataset, collator = self.soft_training_set(recipe, run_dir, p), soft_collator(collator)
         return _trainer_class()(
             model=p.model,
-            args=training_arguments(recipe, run_dir, metric="span_f1"),
-            train_dataset=_dataset(p.train_windows, p.train_targets),
+            # The teacher's columns reach the collator (the Trainer would drop what the model does not take).
+            args=training_arguments(recipe, run_dir, metric="span_f1", remove_unused_columns=p.distill is None),
+            train_dataset=train_dataset,
             eval_dataset=_dataset(p.dev_windows, p.dev_targets),
-            data_collator=_collator(p.tokenizer, p.space.multi_label),
+            data_collator=collator,
             compute_metrics=compute_metrics,
             callbacks=[EarlyStoppingCallback(t.early_stopping_patience)] if t.early_stopping_patience else [],
             loss_weights=class_weights(t.class_weights, p.space, p.train_targets),
             multi_label=p.space.multi_label,
             layer_decay=t.layer_lr_decay,
             head_learning_rate=t.head_learning_rate,
+            distill=(recipe.distill.temperature, recipe.distill.gold_weight) if recipe.distill else None,
         )
+
+    def soft_training_set(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared):
+        """The teacher labels the labelled and unlabelled documents (cached in the run directory); the student's
+        windows carry its logits. What it cost goes to the run's record."""
+        d = p.distill
+        assert d is not None
+        run_dir.mkdir(parents=True, exist_ok=True)
+        teacher, labelling = label_documents(
+            d, d.labelled + d.unlabelled, run_dir / TEACHER_OUTPUTS_FILE, recipe.eval.precision
+        )
+        m = recipe.model
+        dataset, counts, unlabelled_tokens = soft_dataset(
+            d, p.tokenizer, p.space, p.train_windows, p.train_targets, m.max_length, m.stride, teacher
+        )
+        p.train_tokens += unlabelled_tokens  # an epoch reads the unlabelled windows too (tokens/s)
+        self.distill_notes = {**d.report, **labelling, **counts}
+        return dataset
 
     def train(self, recipe: TokenClassificationRecipe, run_dir: Path, p: TokenPrepared) -> Trained:
         trained = super().train(recipe, run_dir, p)
+        if p.distill is not None:
+            trained.notes["distillation"] = self.distill_notes
         if recipe.train.average_checkpoints:
             trained.notes["averaged_checkpoints"] = average_last_checkpoints(
                 trained.trainer, recipe.train.average_checkpoints
@@ -294,7 +348,11 @@ class TokenClassification(Flow):
 
     def meta(self, recipe: TokenClassificationRecipe, p: TokenPrepared) -> ModelMeta:
         return model_meta(
-            task=recipe.task, **p.space.to_meta(), max_length=recipe.model.max_length, stride=recipe.model.stride
+            task=recipe.task,
+            **p.space.to_meta(),
+            max_length=recipe.model.max_length,
+            stride=recipe.model.stride,
+            **({"distilled_from": p.distill.teacher_info()} if p.distill else {}),
         )
 
     def predictor(self, recipe: TokenClassificationRecipe, p: TokenPrepared, model) -> Tagger:
