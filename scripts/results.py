@@ -193,6 +193,19 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
             "per_fold": [{k: f[k] for k in fold_keys} for f in crossing["per_fold"]],
         }
     others = {LABELS[k]: values[k] for k in shown if values.get(k) is not None}
+    distilled = metrics["run"].get("distillation")
+    if distilled:  # a student: what it learned from and what the teacher's labelling cost
+        others |= {
+            "unlabelled docs": distilled["unlabelled_documents"],
+            "teacher labelling s": distilled["teacher_seconds"],
+        }
+        note = _notes(
+            note,
+            f"distilled from {distilled['teacher']} ({distilled['teacher_model']}) at temperature "
+            f"{distilled['temperature']:g}, gold weight {distilled['gold_weight']:g}, on "
+            f"{distilled['labelled_documents']} labelled and {distilled['unlabelled_documents']} unlabelled documents "
+            f"(no dev sentence among them)",
+        )
     per_label = metrics.get("per_label") or {}
     if task == "token_classification" and 2 <= len(per_label) <= 4:  # e.g. BC5CDR's Chemical and Disease
         others |= {f"{label} F1": row["f1"] for label, row in sorted(per_label.items())}

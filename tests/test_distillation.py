@@ -113,6 +113,15 @@ def tiny_teacher(tmp_path_factory):
     return out / "teacher"
 
 
+def _results_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("results", REPO / "scripts" / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _unlabelled(tmp_path, n=6):
     path = tmp_path / "unlabelled.jsonl"
     path.write_text("".join(json.dumps({"text": f"Unlabelled note {i}: fever and cough."}) + "\n" for i in range(n)))
@@ -148,6 +157,11 @@ def test_a_student_learns_the_teachers_tags_from_the_teacher_alone(tiny_teacher,
     assert run.meta.distilled_from.unlabelled_documents == 6
     card = "\n".join(run.meta.card_lines())  # the model card's lines on how the model decides
     assert "Distilled from the tagger" in card and str(tiny_teacher) in card
+
+    # Its results record says what it learned from (scripts/results.py record).
+    record = _results_module().record_from_run(tmp_path / "student", "Set (dev)", "student", "toolkit run", "abc1234")
+    assert record.others["unlabelled docs"] == 6 and record.others["teacher labelling s"] >= 0
+    assert f"distilled from {tiny_teacher}" in record.note
 
     # The teacher's outputs are cached with the run: labelling them again reads the cache.
     from toolkit.tasks.distillation import label_documents

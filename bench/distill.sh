@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Distillation on the entity sets (issue 63): a MiniLM student of an mpnet teacher, against MiniLM alone.
+#
+# The set (fixed before any run):
+#   - NCBI-disease: teacher mpnet (ncbi_disease_mlm, 3 epochs), unlabelled text BC5CDR's 1000 training and dev
+#     abstracts; BC5CDR: teacher mpnet (bc5cdr_entities_mlm, 3 epochs), unlabelled text NCBI's 692 abstracts.
+#     The two corpora share no id and, by the run's own check, no sentence of 40 characters or more with the other's
+#     dev set.
+#   - Students: MiniLM-L6 with the whole pool, half of it (distill.unlabelled_share=0.5) and none (the training
+#     abstracts alone); MiniLM's first 3 layers (model.keep_layers=3) with the whole pool.
+#   - Temperature 2 and gold weight 0.5 (the recipes' defaults), fixed before any run and never tuned here.
+#   - Scored on dev (test splits are held back; nothing is chosen on these figures): span F1 with its CI; each
+#     student against MiniLM alone by `toolkit compare` (paired bootstrap, 1000 resamples).
+#   - Served: each model exported with `--precision auto` and served one abstract a request (serve_bench.py
+#     service, 100 dev abstracts, 1 and 32 clients); the L3 student against the HF pipeline of MiniLM-L6
+#     (serve_bench.py headline).
+#
+#   bash bench/distill.sh                         # every step, in this order
+#   STEPS="ncbi_teacher ncbi_minilm" bash bench/distill.sh
+#
+# Run alone: training and serving seconds are part of the record.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+T=${T:-.venv/bin/toolkit}
+PY=${PY:-.venv/bin/python}
+OUT=${OUT:-bench/out/distill}
+ALL="ncbi_teacher ncbi_minilm ncbi_student ncbi_student_half ncbi_student_none ncbi_student_l3 ncbi_compare ncbi_served
+bc5cdr_teacher bc5cdr_minilm bc5cdr_student bc5cdr_compare bc5cdr_served"
+STEPS=${STEPS:-$ALL}
+mkdir -p "$OUT"
+NCBI_DEV=../shared/data/ncbi_disease/dev.jsonl
+BC5CDR_DEV=../shared/data/bc5cdr/dev.jsonl
+
+run() {  # run NAME RECIPE OVERRIDES...
+  local name=$1 recipe=$2
+  shift 2
+  echo "== $name ($(date -u +%H:%M:%S))"
+  $T run "$recipe" "name=$name" "output_dir=$OUT" "$@" --overwrite || echo "FAILED: $name"
+  echo "== $name done ($(date -u +%H:%M:%S))"
+}
+
+served() {  # served RUN: the exported run served one abstract a request, and the record's JSON
+  local run=$1 dev=$2
+  head -100 "$dev" > "$OUT/dev100_$(basename "$(dirname "$dev")").jsonl"
+  $PY bench/serve_bench.py service "$OUT/$run" --data "$OUT/dev100_$(basename "$(dirname "$dev")").jsonl" \
+    --precision auto --clients 1 32 --requests-per-client 20 && cp bench/out/serve_service.json "$OUT/${run}_served.json"
+}
+
+for s in $STEPS; do
+  case $s in
+    ncbi_teacher) run ncbi_disease_mpnet recipes/ncbi_disease_mlm.yaml model.name=mpnet train.epochs=3 ;;
+    ncbi_minilm) run ncbi_disease_minilm recipes/ncbi_disease_mlm.yaml ;;
+    ncbi_student) run ncbi_distill recipes/ncbi_disease_distill_mlm.yaml "distill.teacher=$OUT/ncbi_disease_mpnet" ;;
+    ncbi_student_half) run ncbi_distill_half recipes/ncbi_disease_distill_mlm.yaml \
+      "distill.teacher=$OUT/ncbi_disease_mpnet" distill.unlabelled_share=0.5 ;;
+    ncbi_student_none) run ncbi_distill_none recipes/ncbi_disease_distill_mlm.yaml \
+      "distill.teacher=$OUT/ncbi_disease_mpnet" "distill.unlabelled=[]" ;;
+    ncbi_student_l3) run ncbi_distill_l3 recipes/ncbi_disease_distill_mlm.yaml \
+      "distill.teacher=$OUT/ncbi_disease_mpnet" model.keep_layers=3 ;;
+    ncbi_compare) $T compare "$OUT"/{ncbi_disease_minilm,ncbi_distill,ncbi_distill_half,ncbi_distill_none,ncbi_distill_l3} \
+      --data "$NCBI_DEV" --reuse-predictions --out "$OUT/ncbi_compare" || echo "FAILED: $s" ;;
+    ncbi_served)
+      for r in ncbi_disease_minilm ncbi_distill ncbi_distill_l3; do served $r "$NCBI_DEV" || echo "FAILED: served $r"; done
+      $PY bench/serve_bench.py headline "$OUT/ncbi_distill_l3" --data "$OUT/dev100_ncbi_disease.jsonl" --rounds 3 \
+        && cp bench/out/serve_headline.json "$OUT/ncbi_distill_l3_headline.json" || echo "FAILED: headline" ;;
+    bc5cdr_teacher) run bc5cdr_mpnet recipes/bc5cdr_entities_mlm.yaml model.name=mpnet train.epochs=3 ;;
+    bc5cdr_minilm) run bc5cdr_minilm recipes/bc5cdr_entities_mlm.yaml ;;
+    bc5cdr_student) run bc5cdr_distill recipes/bc5cdr_entities_distill_mlm.yaml "distill.teacher=$OUT/bc5cdr_mpnet" ;;
+    bc5cdr_compare) $T compare "$OUT"/{bc5cdr_minilm,bc5cdr_distill} --data "$BC5CDR_DEV" --reuse-predictions \
+      --out "$OUT/bc5cdr_compare" || echo "FAILED: $s" ;;
+    bc5cdr_served) served bc5cdr_distill "$BC5CDR_DEV" || echo "FAILED: served bc5cdr_distill" ;;
+    *) echo "unknown step $s; known: $ALL" >&2; exit 1 ;;
+  esac
+done
