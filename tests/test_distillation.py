@@ -210,6 +210,8 @@ def test_a_student_of_other_labels_is_refused_before_training(tiny_teacher, tiny
     )
     assert result.exit_code == 1 and "data.labels" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "demo_mlm").exists()
+    missing = invoke(["run", REPO / "recipes" / "demo_mlm.yaml", *FLAT, f"distill.teacher={tmp_path / 'nowhere'}"])
+    assert missing.exit_code == 1 and "distill.teacher" in missing.stderr and "no trained model" in missing.stderr
 
 
 def test_keep_layers_builds_a_shallower_tagger(tiny_bert, tmp_path):

@@ -67,7 +67,10 @@ def plan_distillation(
 
     cfg = recipe.distill
     assert cfg is not None
-    teacher = open_run(cfg.teacher)
+    try:
+        teacher = open_run(cfg.teacher)
+    except ToolkitError as exc:
+        raise ToolkitError(f"distill.teacher: {exc.message}", fix=exc.fix) from None
     columns = teacher_columns(cfg.teacher, teacher.spec, teacher.meta.multi_label, teacher.labels, space)
     sources, pool = [], []
     for source in cfg.unlabelled:
