@@ -8,6 +8,8 @@
 #     dev set.
 #   - Students: MiniLM-L6 with the whole pool, half of it (distill.unlabelled_share=0.5) and none (the training
 #     abstracts alone); MiniLM's first 3 layers (model.keep_layers=3) with the whole pool.
+#   - Every run trains and scores under prefer_bf16 (bf16 autocast where the CPU has bf16 units, else fp32), the
+#     teachers and MiniLM alone included, so that a student and MiniLM alone differ only in what they learn from.
 #   - Temperature 2 and gold weight 0.5 (the recipes' defaults), fixed before any run and never tuned here.
 #   - Scored on dev (test splits are held back; nothing is chosen on these figures): span F1 with its CI; each
 #     student against MiniLM alone by `toolkit compare` (paired bootstrap, 1000 resamples).
@@ -24,6 +26,7 @@ cd "$(dirname "$0")/.."
 T=${T:-.venv/bin/toolkit}
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-bench/out/distill}
+BF16="train.precision=prefer_bf16 eval.precision=prefer_bf16"
 ALL="ncbi_teacher ncbi_minilm ncbi_student ncbi_student_half ncbi_student_none ncbi_student_l3 ncbi_compare ncbi_served
 bc5cdr_teacher bc5cdr_minilm bc5cdr_student bc5cdr_compare bc5cdr_served"
 STEPS=${STEPS:-$ALL}
@@ -48,8 +51,8 @@ served() {  # served RUN: the exported run served one abstract a request, and th
 
 for s in $STEPS; do
   case $s in
-    ncbi_teacher) run ncbi_disease_mpnet recipes/ncbi_disease_mlm.yaml model.name=mpnet train.epochs=3 ;;
-    ncbi_minilm) run ncbi_disease_minilm recipes/ncbi_disease_mlm.yaml ;;
+    ncbi_teacher) run ncbi_disease_mpnet recipes/ncbi_disease_mlm.yaml model.name=mpnet train.epochs=3 $BF16 ;;
+    ncbi_minilm) run ncbi_disease_minilm recipes/ncbi_disease_mlm.yaml $BF16 ;;
     ncbi_student) run ncbi_distill recipes/ncbi_disease_distill_mlm.yaml "distill.teacher=$OUT/ncbi_disease_mpnet" ;;
     ncbi_student_half) run ncbi_distill_half recipes/ncbi_disease_distill_mlm.yaml \
       "distill.teacher=$OUT/ncbi_disease_mpnet" distill.unlabelled_share=0.5 ;;
@@ -63,8 +66,8 @@ for s in $STEPS; do
       for r in ncbi_disease_minilm ncbi_distill ncbi_distill_l3; do served $r "$NCBI_DEV" || echo "FAILED: served $r"; done
       $PY bench/serve_bench.py headline "$OUT/ncbi_distill_l3" --data "$OUT/dev100_ncbi_disease.jsonl" --rounds 3 \
         && cp bench/out/serve_headline.json "$OUT/ncbi_distill_l3_headline.json" || echo "FAILED: headline" ;;
-    bc5cdr_teacher) run bc5cdr_mpnet recipes/bc5cdr_entities_mlm.yaml model.name=mpnet train.epochs=3 ;;
-    bc5cdr_minilm) run bc5cdr_minilm recipes/bc5cdr_entities_mlm.yaml ;;
+    bc5cdr_teacher) run bc5cdr_mpnet recipes/bc5cdr_entities_mlm.yaml model.name=mpnet train.epochs=3 $BF16 ;;
+    bc5cdr_minilm) run bc5cdr_minilm recipes/bc5cdr_entities_mlm.yaml $BF16 ;;
     bc5cdr_student) run bc5cdr_distill recipes/bc5cdr_entities_distill_mlm.yaml "distill.teacher=$OUT/bc5cdr_mpnet" ;;
     bc5cdr_compare) $T compare "$OUT"/{bc5cdr_minilm,bc5cdr_distill} --data "$BC5CDR_DEV" --reuse-predictions \
       --out "$OUT/bc5cdr_compare" || echo "FAILED: $s" ;;
