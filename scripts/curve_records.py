@@ -29,6 +29,13 @@ SHOWN = {
     "jaccard_recall": "Jaccard recall",
     "jaccard_f1": "Jaccard F1",
 }
+# What a compare record can lead with (`results.py compare --metric`), its name on the page, and the figures
+# shown beside it: boundary recall for clause systems, span F1 for entity taggers (a distilled student against
+# the tagger it should beat).
+PAIR_METRICS = {
+    HEADLINE: (HEADLINE_NAME, SHOWN),
+    "span_f1": ("span F1", {"span_precision": "P", "span_recall": "R"}),
+}
 # The practitioners' claim under test (the mission's, not measured here): on legal clause boundaries an MLM tagger
 # reached recall 0.65 and an auto-regressive fine-tune 0.78. The headline compare record's a and b are set beside it.
 CLAIM = (0.65, 0.78)
@@ -97,8 +104,9 @@ def curve_fields(run_dir: Path) -> dict:
     }
 
 
-def compare_fields(compare: dict, a: str, b: str) -> dict:
-    """The fields of a compare record: system a minus system b on the same documents. Pure."""
+def compare_fields(compare: dict, a: str, b: str, metric: str = HEADLINE) -> dict:
+    """The fields of a compare record: system a minus system b on the same documents, led by `metric` (a key
+    of PAIR_METRICS). Pure."""
     pair = compare["paired_bootstrap"].get(f"{a} - {b}")
     reverse = compare["paired_bootstrap"].get(f"{b} - {a}")
     if pair is None and reverse is not None:  # compare tests each pair once, in the order the runs were given
@@ -112,18 +120,22 @@ def compare_fields(compare: dict, a: str, b: str) -> dict:
         }
     if pair is None:
         raise SystemExit(f"compare.json has no pair {a!r} - {b!r}: its pairs are {sorted(compare['paired_bootstrap'])}")
-    head = pair[HEADLINE]
-    timing = {name: compare["systems"][name]["timing"]["seconds_per_document"] for name in (a, b)}
+    if metric not in PAIR_METRICS:
+        raise SystemExit(f"--metric {metric!r}: one of {sorted(PAIR_METRICS)}")
+    name, shown = PAIR_METRICS[metric]
+    head = pair[metric]
+    timing = {system: compare["systems"][system]["timing"]["seconds_per_document"] for system in (a, b)}
     return {
-        "metric": f"{HEADLINE_NAME}: difference",
+        "metric": f"{name}: difference",
         "value": head["difference"],
         "ci95": tuple(head["ci95"]) if head["ci95"] else None,
-        "others": {"p": head["p_value"], **{SHOWN[k]: pair[k]["difference"] for k in SHOWN if k in pair}},
+        "others": {"p": head["p_value"], **{shown[k]: pair[k]["difference"] for k in shown if k in pair}},
         "documents": compare["documents"],
         "paired": {
             "a": a,
             "b": b,
-            "metrics": {k: pair[k] for k in (HEADLINE, *SHOWN) if k in pair},
+            "headline": metric,
+            "metrics": {k: pair[k] for k in (metric, *shown) if k in pair},
             "seconds_per_document": timing,
         },
     }
@@ -206,6 +218,26 @@ def render_section(rows: list) -> list[str]:
             f"{i}. {r.system}: {_curve_cell(r.curve)}; plateau: {_plateau_cell(r.curve)}."
             for i, r in enumerate(systems, start=1)
         ]
+        lines.append("")
+    return lines + render_pairs(pairs)
+
+
+def render_pairs(pairs: list) -> list[str]:
+    """The page lines of a table's compare records: boundary pairs in one table, span F1 pairs in another. Pure."""
+    lines: list[str] = []
+    spans = [r for r in pairs if r.paired.get("headline") == "span_f1"]
+    pairs = [r for r in pairs if r.paired.get("headline", HEADLINE) == HEADLINE]
+    if spans:
+        lines += [
+            "Paired differences on the same documents (bootstrap over documents; p two-sided):",
+            "",
+            "| difference | span F1 (95% CI) | p | P / R (p) | s/doc |",
+            "|---|---|---|---|---|",
+        ]
+        for r in spans:
+            per_doc = " vs ".join(f"{r.paired['seconds_per_document'][n]:.2f}" for n in (r.paired["a"], r.paired["b"]))
+            pr = _differences(r.paired["metrics"], ("span_precision", "span_recall"))
+            lines.append(f"| {r.system} | {r.value:+.3f}{_ci(r.ci95)} | {_p(r.others['p'])} | {pr} | {per_doc} |")
         lines.append("")
     if pairs:
         lines += [

@@ -45,6 +45,7 @@ from scripts.curve_records import (  # noqa: E402
     compare_fields,
     curve_fields,
     render_curves,
+    render_pairs,
     render_section,
 )
 from scripts.curve_records import escape as _escape  # noqa: E402
@@ -429,7 +430,9 @@ def render_page(records: list[Record]) -> str:
         "what earlier experiments found, is in the [changelog](changelog.md).",
         "",
     ]
-    for table, rows in _tables(records).items():
+    for table, all_rows in _tables(records).items():
+        rows = all_rows if any(r.curve for r in all_rows) else [r for r in all_rows if r.paired is None]
+        pairs = [r for r in all_rows if r.paired is not None and r not in rows]  # a plain table's compare records
         curves = any(r.curve for r in rows)
         what = "each system's learning curve, 95% CIs as whiskers" if curves else "each system's figure with its 95% CI"
         lines += [
@@ -438,7 +441,7 @@ def render_page(records: list[Record]) -> str:
             f"![{table}: {what}](charts/{chart_name(table)})",
             "",
         ]
-        if any(r.curve is not None or r.paired is not None for r in rows):
+        if any(r.curve is not None for r in rows):
             lines += render_section(rows)
             sentence = answer_sentence(rows)
             lines += [f"**The answer.** {sentence}", ""] if sentence else []
@@ -452,7 +455,8 @@ def render_page(records: list[Record]) -> str:
                 f"| {i}. {r.system} | {r.metric} {_figure(r)} | {also} | {_seconds(r.train_seconds)} | {inference} |"
             )
         lines.append("")
-        lines += _provenance(rows)
+        lines += render_pairs(pairs)
+        lines += _provenance(rows + pairs, named=bool(pairs))
         lines += model_lines([r for r in rows if r.models])
     return "\n".join(lines)
 
@@ -521,7 +525,9 @@ def render_chart(table: str, rows: list[Record]) -> str:
 def render_charts(records: list[Record]) -> dict[str, str]:
     """File name -> SVG, one per table of the page. Pure."""
     return {
-        chart_name(table): render_curves(table, rows) if any(r.curve for r in rows) else render_chart(table, rows)
+        chart_name(table): render_curves(table, rows)
+        if any(r.curve for r in rows)
+        else render_chart(table, [r for r in rows if r.paired is None])
         for table, rows in _tables(records).items()
         if any(r.paired is None for r in rows)  # a table of compare records alone has no chart
     }
@@ -663,6 +669,12 @@ def main() -> int:
     cmp_.add_argument("result", type=Path, help="the compare.json of `toolkit compare`")
     cmp_.add_argument("--a", required=True, help="the first system's name in compare.json")
     cmp_.add_argument("--b", required=True, help="the second system's name (the difference is a - b)")
+    cmp_.add_argument(
+        "--metric",
+        default="boundary_both_within_3_recall",
+        choices=["boundary_both_within_3_recall", "span_f1"],
+        help="the difference the record leads with: clause boundaries (default) or entity span F1",
+    )
     for made in (curve, cmp_):
         made.add_argument("--table", required=True)
         made.add_argument("--system", required=True)
@@ -685,7 +697,7 @@ def main() -> int:
         fields = (
             {**curve_fields(args.run), "run_name": args.run.name}
             if args.command == "curve"
-            else compare_fields(json.loads(args.result.read_text(encoding="utf-8")), args.a, args.b)
+            else compare_fields(json.loads(args.result.read_text(encoding="utf-8")), args.a, args.b, args.metric)
         )
         r = _measured_here(
             args.commit,

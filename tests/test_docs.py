@@ -452,3 +452,47 @@ def test_curve_and_compare_records_round_trip_and_render_the_table_the_plot_and_
     )
     svg = results.render_charts(loaded)[results.chart_name(table)]
     assert svg.count("<polyline") == 2 and "MiniLM tagger" in svg and "training seconds (log scale)" in svg
+
+
+def test_an_entity_table_shows_its_span_f1_pairs_below_its_systems_and_leaves_them_out_of_the_chart(tmp_path):
+    table = "NCBI-disease (dev, 100 abstracts)"
+    timing = {n: {"timing": {"seconds_per_document": s}} for n, s in (("ncbi_distill", 0.07), ("ncbi_minilm", 0.06))}
+    compare = {
+        "documents": 100,
+        "systems": timing,
+        "paired_bootstrap": {
+            "ncbi_minilm - ncbi_distill": {
+                "span_f1": {"difference": -0.031, "ci95": [-0.052, -0.011], "p_value": 0.002},
+                "span_precision": {"difference": -0.04, "ci95": [-0.07, -0.01], "p_value": 0.01},
+                "span_recall": {"difference": -0.02, "ci95": [-0.04, 0.0], "p_value": 0.06},
+                "boundary_both_within_3_recall": {"difference": 0.0, "ci95": [0.0, 0.0], "p_value": 1.0},
+            }
+        },
+    }
+    student = results._measured_here(
+        "abc1234", table=table, system="MiniLM student", command="toolkit run r.yaml", metric="span F1", value=0.832
+    )
+    pair = results._measured_here(
+        "abc1234",
+        table=table,
+        system="MiniLM student − MiniLM alone",
+        command="toolkit compare",
+        **results.compare_fields(compare, "ncbi_distill", "ncbi_minilm", "span_f1"),
+    )
+    assert pair.metric == "span F1: difference" and pair.value == 0.031 and pair.ci95 == (0.011, 0.052)
+    assert pair.others == {"p": 0.002, "P": 0.04, "R": 0.02}
+    folder = tmp_path / "records"
+    folder.mkdir()
+    for i, r in enumerate((student, pair)):
+        (folder / f"{i}.json").write_text(r.model_dump_json(indent=1))
+    loaded = results.load_records(folder)
+    assert loaded == [student, pair]
+
+    page = results.render_page(loaded)
+    assert "| 1. MiniLM student | span F1 0.832 |" in page
+    assert "| MiniLM student − MiniLM alone | +0.031 (0.011-0.052) | 0.002 | +0.040 (0.010) / +0.020 (0.060) |" in page
+    assert "both ends ±3 words" not in page  # no boundary table for entity pairs
+    svg = results.render_charts(loaded)[results.chart_name(table)]
+    assert "MiniLM student" in svg and "difference" not in svg
+    with pytest.raises(SystemExit, match="--metric 'f1'"):
+        results.compare_fields(compare, "ncbi_distill", "ncbi_minilm", "f1")
