@@ -42,6 +42,13 @@ run() {  # run NAME RECIPE OVERRIDES...
   echo "== $name done ($(date -u +%H:%M:%S))"
 }
 
+seed() {  # seed RUN FROM: a student of FROM's teacher starts with its labels (teacher_outputs.npz: the cache is
+  # keyed by text and teacher, so only documents FROM did not read are labelled); the record notes the seconds saved
+  if [ -f "$OUT/$2/teacher_outputs.npz" ] && [ ! -f "$OUT/$1/metrics.json" ]; then
+    mkdir -p "$OUT/$1" && cp "$OUT/$2/teacher_outputs.npz" "$OUT/$1/"
+  fi
+}
+
 served() {  # served RUN: the exported run served one abstract a request, and the record's JSON
   local run=$1 dev=$2
   head -100 "$dev" > "$OUT/dev100_$(basename "$(dirname "$dev")").jsonl"
@@ -54,11 +61,11 @@ for s in $STEPS; do
     ncbi_teacher) run ncbi_disease_mpnet recipes/ncbi_disease_mlm.yaml model.name=mpnet train.epochs=3 $BF16 ;;
     ncbi_minilm) run ncbi_disease_minilm recipes/ncbi_disease_mlm.yaml $BF16 ;;
     ncbi_student) run ncbi_distill recipes/ncbi_disease_distill_mlm.yaml "distill.teacher=$OUT/ncbi_disease_mpnet" ;;
-    ncbi_student_half) run ncbi_distill_half recipes/ncbi_disease_distill_mlm.yaml \
+    ncbi_student_half) seed ncbi_distill_half ncbi_distill; run ncbi_distill_half recipes/ncbi_disease_distill_mlm.yaml \
       "distill.teacher=$OUT/ncbi_disease_mpnet" distill.unlabelled_share=0.5 ;;
-    ncbi_student_none) run ncbi_distill_none recipes/ncbi_disease_distill_mlm.yaml \
+    ncbi_student_none) seed ncbi_distill_none ncbi_distill; run ncbi_distill_none recipes/ncbi_disease_distill_mlm.yaml \
       "distill.teacher=$OUT/ncbi_disease_mpnet" "distill.unlabelled=[]" ;;
-    ncbi_student_l3) run ncbi_distill_l3 recipes/ncbi_disease_distill_mlm.yaml \
+    ncbi_student_l3) seed ncbi_distill_l3 ncbi_distill; run ncbi_distill_l3 recipes/ncbi_disease_distill_mlm.yaml \
       "distill.teacher=$OUT/ncbi_disease_mpnet" model.keep_layers=3 ;;
     ncbi_compare) $T compare "$OUT"/{ncbi_disease_minilm,ncbi_distill,ncbi_distill_half,ncbi_distill_none,ncbi_distill_l3} \
       --data "$NCBI_DEV" --reuse-predictions --out "$OUT/ncbi_compare" || echo "FAILED: $s" ;;
