@@ -508,7 +508,11 @@ def main() -> None:
         "--batch", type=int, default=32, help="service: documents per model call (the service's --max-batch-size)"
     )
     ap.add_argument("--tries", type=int, default=10, help="stop: SIGTERMs idle and under load")
-    ap.add_argument("--precision", default="int8", choices=["fp32", "int8", "bf16", "fused", "pytorch", "auto"])
+    from toolkit.deploy.paths import ALIASES, PATHS
+
+    # Any path the export registry knows, by name or short alias: `auto` may choose different paths for two
+    # models, and a same-path comparison names one.
+    ap.add_argument("--precision", default="int8", choices=[*ALIASES, *PATHS, "auto"])
     ap.add_argument("--constrained", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
