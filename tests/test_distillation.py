@@ -12,7 +12,13 @@ from toolkit.errors import DataError, ToolkitError
 from toolkit.registry import TASKS
 from toolkit.registry.recipes import load_recipe
 from toolkit.spans.label_space import LabelSpace, flat_tags
-from toolkit.spans.soft_targets import as_continuation, continuation_pairs, soft_targets, teacher_words
+from toolkit.spans.soft_targets import (
+    TeacherWords,
+    as_continuation,
+    continuation_pairs,
+    soft_targets,
+    teacher_words,
+)
 from toolkit.tasks.distillation import teacher_columns
 
 TAGS = flat_tags(["Disease"])  # O, B-Disease, I-Disease
@@ -230,3 +236,29 @@ def test_keep_layers_builds_a_shallower_tagger(tiny_bert, tmp_path):
     )
     with pytest.raises(ToolkitError, match="has 2 layers"):
         run_recipe(too_deep, tmp_path / "deep")
+
+
+def test_the_teacher_cache_reads_back_whole_and_holds_one_copy_of_each_array(tmp_path):
+    from toolkit.tasks.distillation import _read_cache, _write_cache
+
+    rng = np.random.default_rng(0)
+    cache = {
+        f"doc{i}": TeacherWords(
+            np.arange(n, dtype=np.int64) * 5,
+            np.arange(n, dtype=np.int64) * 5 + 4,
+            rng.normal(size=(n, 3)).astype(np.float32),
+        )
+        for i, n in enumerate((4, 0, 7))
+    }
+    path = tmp_path / "teacher_outputs.npz"
+    _write_cache(path, "teacher-a", cache)
+    read = _read_cache(path, "teacher-a")
+    assert list(read) == list(cache)
+    for k, words in cache.items():
+        np.testing.assert_array_equal(read[k].starts, words.starts)
+        np.testing.assert_array_equal(read[k].ends, words.ends)
+        np.testing.assert_array_equal(read[k].logits, words.logits)
+    # Every document's logits are a view of one array, not of a fresh copy per document (which held the whole
+    # array once per document in memory: 16 GB for 1592 abstracts).
+    assert read["doc0"].logits.base is not None and read["doc0"].logits.base is read["doc2"].logits.base
+    assert _read_cache(path, "teacher-b") == {}  # another teacher's outputs are not reused

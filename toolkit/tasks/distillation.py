@@ -175,11 +175,10 @@ def _read_cache(path: Path, fingerprint: str) -> dict[str, TeacherWords]:
     with np.load(path) as z:
         if str(z["fingerprint"]) != fingerprint:
             return {}  # another teacher (or the teacher retrained): label again
-        bounds = np.concatenate([[0], np.cumsum(z["counts"])])
-        return {
-            str(k): TeacherWords(z["starts"][a:b], z["ends"][a:b], z["logits"][a:b])
-            for k, a, b in zip(z["keys"], bounds[:-1], bounds[1:])
-        }
+        # Each z[name] reads the whole array again, and a slice keeps its array alive: read each once.
+        keys, counts, starts, ends, logits = (z[n] for n in ("keys", "counts", "starts", "ends", "logits"))
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return {str(k): TeacherWords(starts[a:b], ends[a:b], logits[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
 
 
 def _write_cache(path: Path, fingerprint: str, cache: dict[str, TeacherWords]) -> None:
