@@ -14,8 +14,9 @@
 #   - Scored on dev (test splits are held back; nothing is chosen on these figures): span F1 with its CI; each
 #     student against MiniLM alone by `toolkit compare` (paired bootstrap, 1000 resamples).
 #   - Served: each model exported with `--precision auto` and served one abstract a request (serve_bench.py
-#     service, 100 dev abstracts, 1 and 32 clients); the L3 student against the HF pipeline of MiniLM-L6
-#     (serve_bench.py headline).
+#     service, 100 dev abstracts, 1 and 32 clients); the L3 student against its HF pipeline (serve_bench.py
+#     headline); the two students on the same paths (ncbi_same_path: auto chose openvino_int8_bf16 for one
+#     and openvino_int8 for the other on Zen 4).
 #
 #   bash bench/distill.sh                         # every step, in this order
 #   STEPS="ncbi_teacher ncbi_minilm" bash bench/distill.sh
@@ -28,7 +29,7 @@ PY=${PY:-.venv/bin/python}
 OUT=${OUT:-bench/out/distill}
 BF16="train.precision=prefer_bf16 eval.precision=prefer_bf16"
 ALL="ncbi_teacher ncbi_minilm ncbi_student ncbi_student_half ncbi_student_none ncbi_student_l3 ncbi_compare ncbi_served
-bc5cdr_teacher bc5cdr_minilm bc5cdr_student bc5cdr_compare bc5cdr_served"
+ncbi_same_path bc5cdr_teacher bc5cdr_minilm bc5cdr_student bc5cdr_compare bc5cdr_served"
 STEPS=${STEPS:-$ALL}
 mkdir -p "$OUT"
 NCBI_DEV=../shared/data/ncbi_disease/dev.jsonl
@@ -73,6 +74,14 @@ for s in $STEPS; do
       for r in ncbi_disease_minilm ncbi_distill ncbi_distill_l3; do served $r "$NCBI_DEV" || echo "FAILED: served $r"; done
       $PY bench/serve_bench.py headline "$OUT/ncbi_distill_l3" --data "$OUT/dev100_ncbi_disease.jsonl" --rounds 3 \
         && cp bench/out/serve_headline.json "$OUT/ncbi_distill_l3_headline.json" || echo "FAILED: headline" ;;
+    ncbi_same_path)  # `auto` may choose another path per model: the students compared on each path auto chose
+      for p in openvino_int8_bf16 openvino_int8; do
+        for r in ncbi_distill ncbi_distill_l3; do
+          $PY bench/serve_bench.py service "$OUT/$r" --data "$OUT/dev100_ncbi_disease.jsonl" --precision $p \
+            --clients 1 32 --requests-per-client 100 && cp bench/out/serve_service.json "$OUT/${r}_served100_$p.json" \
+            || echo "FAILED: $r on $p"
+        done
+      done ;;
     bc5cdr_teacher) run bc5cdr_mpnet recipes/bc5cdr_entities_mlm.yaml model.name=mpnet train.epochs=3 $BF16 ;;
     bc5cdr_minilm) run bc5cdr_minilm recipes/bc5cdr_entities_mlm.yaml $BF16 ;;
     bc5cdr_student) run bc5cdr_distill recipes/bc5cdr_entities_distill_mlm.yaml "distill.teacher=$OUT/bc5cdr_mpnet" ;;

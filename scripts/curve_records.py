@@ -147,7 +147,10 @@ def _p(p: float) -> str:
 
 
 def _ci(ci) -> str:
-    return f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
+    if not ci:
+        return ""
+    # A negative bound reads badly after a hyphen ("-0.031--0.003"): signed bounds and "to".
+    return f" ({ci[0]:+.3f} to {ci[1]:+.3f})" if min(ci) < 0 else f" ({ci[0]:.3f}-{ci[1]:.3f})"
 
 
 def seconds_text(s: float | None) -> str:
