@@ -225,39 +225,41 @@ def render_section(rows: list) -> list[str]:
     return lines + render_pairs(pairs)
 
 
-def render_pairs(pairs: list) -> list[str]:
-    """The page lines of a table's compare records: boundary pairs in one table, span F1 pairs in another. Pure."""
-    lines: list[str] = []
-    spans = [r for r in pairs if r.paired.get("headline") == "span_f1"]
-    pairs = [r for r in pairs if r.paired.get("headline", HEADLINE) == HEADLINE]
-    if spans:
-        lines += [
-            "Paired differences on the same documents (bootstrap over documents; p two-sided):",
-            "",
-            "| difference | span F1 (95% CI) | p | P / R (p) | s/doc |",
-            "|---|---|---|---|---|",
-        ]
-        for r in spans:
-            per_doc = " vs ".join(f"{r.paired['seconds_per_document'][n]:.2f}" for n in (r.paired["a"], r.paired["b"]))
-            pr = _differences(r.paired["metrics"], ("span_precision", "span_recall"))
-            lines.append(f"| {r.system} | {r.value:+.3f}{_ci(r.ci95)} | {_p(r.others['p'])} | {pr} | {per_doc} |")
-        lines.append("")
-    if pairs:
-        lines += [
-            "Paired differences on the same documents (bootstrap over documents; p two-sided):",
-            "",
-            "| difference | both ends ±3 words (95% CI) | p | both ends exact / start / end (p) | Jaccard recall (p) "
-            "| s/doc |",
-            "|---|---|---|---|---|---|",
-        ]
-        for r in pairs:
-            m, timing = r.paired["metrics"], r.paired["seconds_per_document"]
+# A pair table per headline metric: its column title, and the columns of differences beside it (title, keys).
+PAIR_TABLES = {
+    "span_f1": ("span F1", (("P / R (p)", ("span_precision", "span_recall")),)),
+    HEADLINE: (
+        "both ends ±3 words",
+        (
+            (
+                "both ends exact / start / end (p)",
+                ("boundary_both_recall", "boundary_start_recall", "boundary_end_recall"),
+            ),
+            ("Jaccard recall (p)", ("jaccard_recall",)),
+        ),
+    ),
+}
 
-            ends = _differences(m, ("boundary_both_recall", "boundary_start_recall", "boundary_end_recall"))
+
+def render_pairs(pairs: list) -> list[str]:
+    """The page lines of a table's compare records: one table per headline metric (PAIR_TABLES). Pure."""
+    lines: list[str] = []
+    for metric, (title, columns) in PAIR_TABLES.items():
+        rows = [r for r in pairs if r.paired.get("headline", HEADLINE) == metric]
+        if not rows:
+            continue
+        lines += [
+            "Paired differences on the same documents (bootstrap over documents; p two-sided):",
+            "",
+            f"| difference | {title} (95% CI) | p | {' | '.join(c for c, _ in columns)} | s/doc |",
+            "|" + "---|" * (len(columns) + 4),
+        ]
+        for r in rows:
+            timing = r.paired["seconds_per_document"]
+            differences = " | ".join(_differences(r.paired["metrics"], keys) for _, keys in columns)
             per_doc = " vs ".join(f"{timing[n]:.2f}" for n in (r.paired["a"], r.paired["b"]))
             lines.append(
-                f"| {r.system} | {r.value:+.3f}{_ci(r.ci95)} | {_p(r.others['p'])} | {ends} | "
-                f"{_differences(m, ('jaccard_recall',))} | {per_doc} |"
+                f"| {r.system} | {r.value:+.3f}{_ci(r.ci95)} | {_p(r.others['p'])} | {differences} | {per_doc} |"
             )
         lines.append("")
     return lines

@@ -41,6 +41,8 @@ ANSWER_START, ANSWER_END = "<!-- mlm vs clm answer: start -->", "<!-- mlm vs clm
 sys.path.insert(0, str(ROOT))
 
 from scripts.curve_records import (  # noqa: E402
+    HEADLINE,
+    PAIR_METRICS,
     answer_sentence,
     compare_fields,
     curve_fields,
@@ -431,9 +433,10 @@ def render_page(records: list[Record]) -> str:
         "",
     ]
     for table, all_rows in _tables(records).items():
-        rows = all_rows if any(r.curve for r in all_rows) else [r for r in all_rows if r.paired is None]
-        pairs = [r for r in all_rows if r.paired is not None and r not in rows]  # a plain table's compare records
-        curves = any(r.curve for r in rows)
+        curves = any(r.curve for r in all_rows)
+        # A curve table renders its compare records in its section; a plain table lists them below its systems.
+        rows = all_rows if curves else [r for r in all_rows if r.paired is None]
+        pairs = [] if curves else [r for r in all_rows if r.paired is not None]
         what = "each system's learning curve, 95% CIs as whiskers" if curves else "each system's figure with its 95% CI"
         lines += [
             f"## {table}",
@@ -671,8 +674,8 @@ def main() -> int:
     cmp_.add_argument("--b", required=True, help="the second system's name (the difference is a - b)")
     cmp_.add_argument(
         "--metric",
-        default="boundary_both_within_3_recall",
-        choices=["boundary_both_within_3_recall", "span_f1"],
+        default=HEADLINE,
+        choices=list(PAIR_METRICS),
         help="the difference the record leads with: clause boundaries (default) or entity span F1",
     )
     for made in (curve, cmp_):
