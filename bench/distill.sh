@@ -29,7 +29,7 @@ PY=${PY:-.venv/bin/python}
 OUT=${OUT:-bench/out/distill}
 BF16="train.precision=prefer_bf16 eval.precision=prefer_bf16"
 ALL="ncbi_teacher ncbi_minilm ncbi_student ncbi_student_half ncbi_student_none ncbi_student_l3 ncbi_compare ncbi_served
-ncbi_same_path ncbi_student_6ep bc5cdr_teacher bc5cdr_minilm bc5cdr_student bc5cdr_compare bc5cdr_served"
+ncbi_same_path ncbi_student_6ep ncbi_minilm_10ep bc5cdr_teacher bc5cdr_minilm bc5cdr_student bc5cdr_compare bc5cdr_served"
 STEPS=${STEPS:-$ALL}
 mkdir -p "$OUT"
 NCBI_DEV=../shared/data/ncbi_disease/dev.jsonl
@@ -87,12 +87,17 @@ for s in $STEPS; do
         "distill.teacher=$OUT/ncbi_disease_mpnet" train.epochs=6
       $T compare "$OUT"/{ncbi_distill_6ep,ncbi_disease_minilm,ncbi_distill} --data "$NCBI_DEV" --reuse-predictions \
         --out "$OUT/ncbi_compare_6ep" || echo "FAILED: $s" ;;
+    ncbi_minilm_10ep)  # MiniLM alone was still rising at epoch 6: does the baseline catch the 6-epoch student?
+      run ncbi_disease_minilm_10ep recipes/ncbi_disease_mlm.yaml train.epochs=10 $BF16
+      $T compare "$OUT"/{ncbi_distill_6ep,ncbi_disease_minilm_10ep,ncbi_distill} --data "$NCBI_DEV" --reuse-predictions \
+        --out "$OUT/ncbi_compare_10ep" || echo "FAILED: $s" ;;
     bc5cdr_teacher) run bc5cdr_mpnet recipes/bc5cdr_entities_mlm.yaml model.name=mpnet train.epochs=3 $BF16 ;;
     bc5cdr_minilm) run bc5cdr_minilm recipes/bc5cdr_entities_mlm.yaml $BF16 ;;
     bc5cdr_student) run bc5cdr_distill recipes/bc5cdr_entities_distill_mlm.yaml "distill.teacher=$OUT/bc5cdr_mpnet" ;;
     bc5cdr_compare) $T compare "$OUT"/{bc5cdr_minilm,bc5cdr_distill} --data "$BC5CDR_DEV" --reuse-predictions \
       --out "$OUT/bc5cdr_compare" || echo "FAILED: $s" ;;
-    bc5cdr_served) served bc5cdr_distill "$BC5CDR_DEV" || echo "FAILED: served bc5cdr_distill" ;;
+    bc5cdr_served)
+      for r in bc5cdr_minilm bc5cdr_distill; do served $r "$BC5CDR_DEV" || echo "FAILED: served $r"; done ;;
     *) echo "unknown step $s; known: $ALL" >&2; exit 1 ;;
   esac
 done
