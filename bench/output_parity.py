@@ -5,6 +5,8 @@
 Each revision is checked out into its own worktree and runs, with its own code:
 - a run of every task: the demo recipes (`demo_mlm`, `demo_segments_mlm`, `demo_clm`), the segment recipe's
   linear baseline, and MLM and CLM pre-training on the contract sample;
+- the segment recipe once per segments.thresholds mode (SEGMENT_MODES: fixed, held_out, cross_fitted, and
+  cross_fitted above its document limit, with and without the fitted combination) and with hard negatives;
 - `toolkit eval`, `toolkit compare`, and `toolkit predict` of the MLM run;
 - an export of the MLM run on every path this machine builds (`--windows trained`: fitted windows are chosen
   by timing), of the segment run and of the CLM run, each followed by `toolkit predict` over the artifact;
@@ -55,6 +57,34 @@ EXPORTS = {f"mlm_{p}": ("demo_mlm", p) for p in PATHS} | {
     "clm_onnx_fp32": ("demo_clm", "onnx_fp32"),
 }
 SERVED = ("seg_onnx_fp32", "mlm_onnx_int8")
+# Each segments.thresholds mode of an encoder, once, on demo_segments_mlm (which itself is `tuned`), with the
+# overrides the embedded sample (48 training documents) needs: out_of_fold is the linear model's (demo_linear),
+# segment inputs are what cross_fitted trains, epochs are cut so a fold trains in seconds.
+SEGMENT_INPUTS = (
+    "segments.encoder_input=segments",
+    "segments.loss_weights=none",
+    "model.max_length=128",
+    "segments.segment_tokens=64",
+    "segments.context_tokens=16",
+    "train.epochs=2",
+    "train.early_stopping_patience=1",
+)
+FITTED = ("segments.linear_prior=true", "segments.clause_starts=true", "segments.combination=fitted")
+SEGMENT_MODES = {
+    "seg_fixed": ("segments.thresholds=fixed",),
+    "seg_held_out": ("segments.thresholds=held_out", "segments.held_out_share=0.25"),
+    "seg_held_out_fitted": ("segments.thresholds=held_out", "segments.held_out_share=0.25", *FITTED),
+    "seg_hard_negatives": ("windows.negative_ratio=0.5", "segments.hard_negatives.pool=50"),
+    "seg_cross_fitted": ("segments.thresholds=cross_fitted", *SEGMENT_INPUTS, *FITTED),
+    # Above segments.cross_fit_max_documents: the held-out share instead of folds.
+    "seg_cross_fitted_above_limit": (
+        "segments.thresholds=cross_fitted",
+        "segments.cross_fit_max_documents=10",
+        "segments.held_out_share=0.25",
+        *SEGMENT_INPUTS,
+        *FITTED,
+    ),
+}
 # Fields that measure this machine, not the model (they differ between any two runs).
 MEASURED = {
     "train_seconds",
@@ -112,6 +142,10 @@ def run_revision(repo: Path, rev: str, out: Path, port: int, keep: bool = False)
     for name in RECIPES:
         done = runs / name / "metrics.json"
         toolkit("run", f"recipes/{name}.yaml", f"output_dir={runs}", "--overwrite", log=name, output=done)
+    for name, overrides in SEGMENT_MODES.items():
+        done = runs / name / "metrics.json"
+        recipe = "recipes/demo_segments_mlm.yaml"
+        toolkit("run", recipe, *overrides, f"output_dir={runs}", f"name={name}", "--overwrite", log=name, output=done)
     # The linear baseline: `--linear-baseline` since the task registry, `model.name=linear` before it.
     segments = ("run", "recipes/demo_segments_mlm.yaml", f"output_dir={runs}", "--overwrite", "name=demo_linear")
     if toolkit(*segments, "--linear-baseline", log="linear", check=False, output=runs / "demo_linear" / "metrics.json"):
@@ -141,9 +175,13 @@ def run_revision(repo: Path, rev: str, out: Path, port: int, keep: bool = False)
     (out / "done").write_text(rev)
 
 
+# Fields a change may add to what it plans, and only there (issue 73: the evidence strategy the run takes and why).
+ADDED = {"evidence_strategy"}
+
+
 def without_measures(value):
     if isinstance(value, dict):
-        return {k: ("<measured>" if k in MEASURED else without_measures(v)) for k, v in value.items()}
+        return {k: ("<measured>" if k in MEASURED else without_measures(v)) for k, v in value.items() if k not in ADDED}
     if isinstance(value, list):
         return [without_measures(v) for v in value]
     return value
@@ -169,15 +207,15 @@ def _same_rows(a: Path, b: Path, base: Path, head: Path) -> bool:
 def compare_outputs(base: Path, head: Path) -> list[str]:
     """One line per output compared: 'same' or what differs."""
     lines = []
-    places = [f"runs/{name}" for name in (*RECIPES, "demo_linear", *PRETRAIN)] + ["eval_mlm"]
+    places = [f"runs/{name}" for name in (*RECIPES, *SEGMENT_MODES, "demo_linear", *PRETRAIN)] + ["eval_mlm"]
     for place in places:
-        for name in ("predictions.jsonl", "hallucinations.jsonl", "metrics.json"):
+        for name in ("predictions.jsonl", "hallucinations.jsonl", "metrics.json", "data_report.json"):
             a, b = base / place / name, head / place / name
             if not a.is_file() and not b.is_file():
                 continue
             if not (a.is_file() and b.is_file()):
                 lines.append(f"{place}/{name}: only in {'base' if a.is_file() else 'head'}")
-            elif name == "metrics.json":
+            elif name in ("metrics.json", "data_report.json"):
                 same = _same_json(a, b)
                 lines.append(f"{place}/{name}: {'same bytes but measured time and memory' if same else 'DIFFERENT'}")
             else:
