@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from toolkit.deploy.model_card import write_model_card
@@ -73,7 +73,6 @@ def export_run(
     parity and speed (or why it was skipped) and which one was chosen. `windows` (taggers): `auto` also
     measures windows sized to each document on the chosen path (`timing.fitted_windows`), `trained` keeps the
     run's."""
-    from toolkit import __version__
     from toolkit.hardware import describe, fit_threads, measure_conditions
 
     requested = resolve_path(precision)
@@ -81,9 +80,8 @@ def export_run(
         raise ToolkitError(f"windows {windows!r} is not supported", fix="use auto or trained")
     out = Path(out)
     run = open_run(run_path)  # resolved once: model folder, toolkit.json, config.yaml
-    meta, spec = run.meta, run.spec
-    if spec.not_exported:
-        reason, _, fix = spec.not_exported.partition(": ")
+    if run.spec.not_exported:
+        reason, _, fix = run.spec.not_exported.partition(": ")
         raise ToolkitError(f"{run.path}: {reason}", fix=fix)
     if out.exists() and not overwrite:
         raise ToolkitError(f"{out} already exists", fix="pass --overwrite, or choose another --out")
@@ -99,94 +97,148 @@ def export_run(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         started = time.perf_counter()
-        # 2. Build each path's model folder.
-        built: dict[str, Path] = {}
-        notes = {}
-        for name in wanted:
-            built[name] = tmp / name
-            notes[name] = _build(name, run, built[name], built)
-        # 3. Check parity: the reference (the run's PyTorch fp32 model) runs once; every path is compared with it.
-        texts = [r.text for r in records]
-        reference = run.spec.predictor_class().load_reference(run)
-        inputs = reference.parity_inputs(texts)
-        ref = reference.parity_outputs(texts, inputs)
-        reference_f1 = span_f1(records, ref[1])
-        del reference
-        parity = {"documents": len(records), "source": source, "pytorch_span_f1": reference_f1}
-        paths: dict[str, dict] = {name: {"skipped": why} for name, why in skipped.items()}
-        problems, predictors = {}, {}
-        for name, directory in built.items():
-            predictor = predictors[name] = load_predictor(directory)
-            candidate = predictor.parity_outputs(texts, inputs)
-            figures = parity[name] = {**parity_figures(ref, candidate, records, predictor.decisions), **notes[name]}
-            paths[name] = {"span_f1": figures["span_f1"]}
-            problems[name] = budget_problems(reference_f1, figures, budgets, exact=PATHS[name].exact)
-            source_path = PATHS[name].made_from
-            if source_path and problems.get(source_path):
-                problems[name] = [*problems[name], f"made from the {source_path} graph, which failed its gate"]
-        # 4. Time: every path one document at a time, in turns; keep the fastest within budget.
-        timed = texts[: spec.speed_docs]
-        for name, speed in single_document_speeds(predictors, timed).items():
-            paths[name].update(speed)
-        chosen = _chosen(requested, built, problems, paths)
-        if chosen is None:
-            failed = "; ".join(f"{name} {p}" for name, found in problems.items() for p in found)
-            raise ToolkitError(
-                f"{run.path}: export failed its parity gate on {len(records)} documents of {source}: {failed}; nothing "
-                f"was written",
-                fix=(
-                    "inspect the model, or loosen the budget with --max-logit-diff / --max-f1-drop if the difference "
-                    "is acceptable"
-                ),
-            )
-        for name in paths:
-            paths[name]["chosen"] = name == chosen
-        artifact = built[chosen]
-        windowing: dict = {"max_length": meta.max_length, "stride": meta.stride}
-        if spec.outputs == "tags" and windows == "auto":
-            windowing["fitted"] = fitted = fitted_windows(
-                predictors[chosen], records, timed, reference_f1, paths[chosen]["span_f1"], budgets
-            )
-            if fitted["kept"]:
-                written = open_run(artifact).meta  # as _build wrote it, with its export entry
-                export = written.export.model_copy(update={"window_limit": fitted["window_limit"]})
-                write_meta(artifact, written.model_copy(update={"export": export}))
-                predictors[chosen].window_limit = fitted["window_limit"]  # the throughput below: as it will run
-        # 5. Write: the model card, then the manifest (which lists the card's checksum), then the folder into place.
+        built = _build_paths(run, wanted, tmp)
+        checked = _check_parity(run, built, records, source, skipped, budgets)
+        chosen = _time_and_choose(run, requested, built, checked)
+        windowing = _windowing(run, built[chosen], checked, chosen, windows, budgets)
         about = {
             "task": run.task,
             "path": chosen,
             "runtime": PATHS[chosen].runtime.name,
             "precision": PATHS[chosen].precision,
         }
-        write_model_card(run, artifact, {**about, "parity": parity, "hardware": hardware})
-        manifest = write_manifest(
-            artifact,
-            {
-                **about,
-                "requested": requested,
-                "model_id": f"{run.path.name}-{chosen}",
-                "source_run": str(run.path.resolve()),
-                "labels": meta.labels,
-                "windowing": windowing,
-                **({"decoding": meta.decoding} if not spec.generates else {}),
-                "parity": parity,
-                "budgets": asdict(budgets),
-                "hardware": hardware,
-                "conditions": conditions,
-                "paths": paths,
-                "throughput": throughput(predictors[chosen], texts),
-                "export_seconds": round(time.perf_counter() - started, 1),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "versions": _versions(__version__),
-            },
-        )
+        extra = {"requested": requested, "windowing": windowing, "budgets": asdict(budgets), "hardware": hardware}
+        manifest = _write(run, built[chosen], checked, about, {**extra, "conditions": conditions}, started)
         if out.exists():
             shutil.rmtree(out)
-        os.replace(artifact, out)
+        os.replace(built[chosen][0], out)
         return manifest
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass
+class _Checked:
+    """Step 3's findings: the parity record, every path's figures (or why it was skipped), each built path's
+    budget problems and loaded predictor, the parity documents and the reference's span F1; step 4's timed texts."""
+
+    records: list
+    parity: dict
+    paths: dict[str, dict]
+    problems: dict[str, list[str]]
+    predictors: dict
+    texts: list[str]
+    reference_f1: float
+    timed: list[str] = field(default_factory=list)
+
+
+def _build_paths(run: Run, wanted: list[str], tmp: Path) -> dict[str, tuple[Path, dict]]:
+    """2. Build each path's model folder (in order: a path may be made from one built before it)."""
+    built: dict[str, Path] = {}
+    notes = {}
+    for name in wanted:
+        built[name] = tmp / name
+        notes[name] = _build(name, run, built[name], built)
+    return {name: (built[name], notes[name]) for name in wanted}
+
+
+def _check_parity(
+    run: Run, built: dict[str, tuple[Path, dict]], records, source: str, skipped: dict[str, str], budgets
+) -> _Checked:
+    """3. Check parity: the reference (the run's PyTorch fp32 model) runs once; every path is compared with it."""
+    texts = [r.text for r in records]
+    reference = run.spec.predictor_class().load_reference(run)
+    inputs = reference.parity_inputs(texts)
+    ref = reference.parity_outputs(texts, inputs)
+    reference_f1 = span_f1(records, ref[1])
+    del reference
+    parity = {"documents": len(records), "source": source, "pytorch_span_f1": reference_f1}
+    paths: dict[str, dict] = {name: {"skipped": why} for name, why in skipped.items()}
+    problems, predictors = {}, {}
+    for name, (directory, notes) in built.items():
+        predictor = predictors[name] = load_predictor(directory)
+        candidate = predictor.parity_outputs(texts, inputs)
+        figures = parity[name] = {**parity_figures(ref, candidate, records, predictor.decisions), **notes}
+        paths[name] = {"span_f1": figures["span_f1"]}
+        problems[name] = budget_problems(reference_f1, figures, budgets, exact=PATHS[name].exact)
+        source_path = PATHS[name].made_from
+        if source_path and problems.get(source_path):
+            problems[name] = [*problems[name], f"made from the {source_path} graph, which failed its gate"]
+    return _Checked(records, parity, paths, problems, predictors, texts, reference_f1)
+
+
+def _time_and_choose(run: Run, requested: str, built: dict, checked: _Checked) -> str:
+    """4. Time: every path one document at a time, in turns; keep the fastest within budget."""
+    checked.timed = checked.texts[: run.spec.speed_docs]
+    for name, speed in single_document_speeds(checked.predictors, checked.timed).items():
+        checked.paths[name].update(speed)
+    chosen = _chosen(requested, {name: folder for name, (folder, _) in built.items()}, checked.problems, checked.paths)
+    if chosen is None:
+        failed = "; ".join(f"{name} {p}" for name, found in checked.problems.items() for p in found)
+        parity = checked.parity
+        raise ToolkitError(
+            f"{run.path}: export failed its parity gate on {parity['documents']} documents of {parity['source']}: "
+            f"{failed}; nothing was written",
+            fix=(
+                "inspect the model, or loosen the budget with --max-logit-diff / --max-f1-drop if the difference "
+                "is acceptable"
+            ),
+        )
+    for name in checked.paths:
+        checked.paths[name]["chosen"] = name == chosen
+    return chosen
+
+
+def _windowing(run: Run, built: tuple[Path, dict], checked: _Checked, chosen: str, windows: str, budgets) -> dict:
+    """4b. Taggers with windows=auto: windows sized to each document, kept where they are faster within budget
+    (written into the artifact's toolkit.json)."""
+    meta, artifact = run.meta, built[0]
+    windowing: dict = {"max_length": meta.max_length, "stride": meta.stride}
+    if run.spec.outputs == "tags" and windows == "auto":
+        windowing["fitted"] = fitted = fitted_windows(
+            checked.predictors[chosen],
+            checked.records,
+            checked.timed,
+            checked.reference_f1,
+            checked.paths[chosen]["span_f1"],
+            budgets,
+        )
+        if fitted["kept"]:
+            written = open_run(artifact).meta  # as _build wrote it, with its export entry
+            export = written.export.model_copy(update={"window_limit": fitted["window_limit"]})
+            write_meta(artifact, written.model_copy(update={"export": export}))
+            checked.predictors[chosen].window_limit = fitted["window_limit"]  # the throughput below: as it will run
+    return windowing
+
+
+def _write(run: Run, built: tuple[Path, dict], checked: _Checked, about: dict, extra: dict, started: float) -> dict:
+    """5. Write: the model card, then the manifest (which lists the card's checksum); the caller moves the folder
+    into place."""
+    from toolkit import __version__
+
+    artifact, chosen = built[0], about["path"]
+    write_model_card(run, artifact, {**about, "parity": checked.parity, "hardware": extra["hardware"]})
+    return write_manifest(
+        artifact,
+        {
+            **about,
+            "requested": extra["requested"],
+            "model_id": f"{run.path.name}-{chosen}",
+            "source_run": str(run.path.resolve()),
+            "labels": run.meta.labels,
+            "windowing": extra["windowing"],
+            **({"decoding": run.meta.decoding} if not run.spec.generates else {}),
+            "parity": checked.parity,
+            "budgets": extra["budgets"],
+            "hardware": extra["hardware"],
+            "conditions": extra["conditions"],
+            "paths": checked.paths,
+            "throughput": throughput(checked.predictors[chosen], checked.texts),
+            "export_seconds": round(time.perf_counter() - started, 1),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "versions": _versions(__version__),
+        },
+    )
 
 
 def _choose(run: Run, requested: str, hardware: dict) -> tuple[list[str], dict[str, str]]:
