@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from toolkit.rundir import ModelMeta, Run
+from toolkit.registry.saved import ModelMeta
+from toolkit.rundir import Run
 from toolkit.spans.decoding import PredictedSpan
 
 
@@ -21,8 +22,9 @@ class Predictor(Protocol):
     def load(cls, run: Run | Path, **options) -> Predictor:
         """The saved model of a run or artifact, on its runtime."""
 
-    def predict(self, texts: Sequence[str]) -> list[list[PredictedSpan]]:
-        """Spans per document, in the order of `texts`."""
+    def predict(self, texts: Sequence[str], batch_size: int | None = None) -> list[list[PredictedSpan]]:
+        """Spans per document, in the order of `texts`; `batch_size`: model inputs run together (None: the
+        predictor's own default). The service and `toolkit predict` pass it."""
 
     def warm_up(self) -> None:
         """Prepare the runtime for every input shape it will see (a no-op where nothing is compiled per shape)."""

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.models.runtimes import artifact_autocast, autocast_context, load_model_dir, runtime_of
-from toolkit.rundir import ModelMeta, Run, open_run
+from toolkit.registry.saved import ModelMeta
+from toolkit.rundir import Run, open_run
 from toolkit.spans.decoding import PredictedSpan, decode_documents
 from toolkit.spans.streaming import CHUNK_CHARS, count_tokens, decode_stream, groups_of, stream_windows
 from toolkit.spans.windows import Window, fitted_max_length, make_fitted_windows, make_windows
@@ -139,7 +140,8 @@ class Tagger:
             self.space,
         )
 
-    def predict(self, texts: Sequence[str], batch_size: int = 16) -> list[list[PredictedSpan]]:
+    def predict(self, texts: Sequence[str], batch_size: int | None = None) -> list[list[PredictedSpan]]:
+        batch_size = batch_size or 16
         start = time.perf_counter()
         short = [i for i, t in enumerate(texts) if len(t) <= self.long_document_chars]
         short_texts = [texts[i] for i in short]
