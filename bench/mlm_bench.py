@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from toolkit.hardware import benchmark_header  # noqa: E402
-from toolkit.registry.recipes import load_recipe  # noqa: E402
+from toolkit.registry.recipe_loader import load_recipe  # noqa: E402
 
 KEYS = [
     "span_precision",

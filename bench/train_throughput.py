@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolkit.hardware import benchmark_header  # noqa: E402
-from toolkit.registry.recipes import load_recipe  # noqa: E402
+from toolkit.registry.recipe_loader import load_recipe  # noqa: E402
 from toolkit.tasks import flow_for  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.no_length_buckets:
-        from toolkit.tasks.features import SegmentEpochSampler
+        from toolkit.tasks.segments.features import SegmentEpochSampler
 
         SegmentEpochSampler.POOL_BATCHES = 1  # sorted within one batch only: the padding of a random order
     import torch

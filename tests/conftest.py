@@ -116,7 +116,7 @@ def tiny_llama(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_mlm_run(tiny_bert, tmp_path_factory) -> Path:
     """A tiny multi-label tagger trained to F1 1.0 on five clinical sample documents (a few seconds)."""
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("tiny_mlm_run")
@@ -149,7 +149,7 @@ CLM = [
 def tiny_clm_run(tiny_llama, tmp_path_factory) -> Path:
     """The tiny decoder trained on two clinical sample documents (CLM): trained once, read by the tests of its
     results and of its export."""
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("tiny_clm_run")
@@ -170,7 +170,7 @@ def tiny_mlm_artifact(tiny_mlm_run, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_segment_run(tiny_bert, tmp_path_factory):
     """A tiny segment model fitted to six contract sample documents (scored on them: a few seconds)."""
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     out = tmp_path_factory.mktemp("segments")

@@ -105,8 +105,8 @@ def test_pure_layers_stay_pure():
         for prefix, ok in allowed.items():
             if module.startswith(prefix):
                 assert {package_of(d) for d in deps} <= ok, f"{module} imports {sorted(deps)}"
-    assert {package_of(d) for d in graph["toolkit.evaluate.scorer"]} <= {"toolkit.spans", "toolkit.scoring"}
-    assert graph["toolkit.scoring"] == set()
+    assert {package_of(d) for d in graph["toolkit.evaluate.scorer"]} <= {"toolkit.spans", "toolkit.scoring_defaults"}
+    assert graph["toolkit.scoring_defaults"] == set()
 
 
 def test_no_module_imports_a_training_flow():
@@ -183,3 +183,104 @@ def test_modules_stay_small_and_the_top_level_holds_few():
     assert long == {}, f"split these along a responsibility: {long}"
     loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(loose) <= 8, f"group these into packages: {loose}"
+
+
+# The segment method's package in layers: a module imports only modules of the layers before its own, so the
+# method reads from its parts (features, the linear model, the stack) up to its flows.
+SEGMENTS = PACKAGE / "tasks" / "segments"
+SEGMENT_LAYERS = (
+    {"features", "linear_model", "stacking", "frozen_layers", "thresholding"},  # parts, no state of the method
+    {"combination", "prepared"},  # the combination over the stack; the method's state and strategy interface
+    {"trainer", "held_out"},  # training an encoder; choosing on held-out documents
+    {"cross_fit"},  # one encoder per fold
+    {"evidence"},  # a strategy per segments.thresholds mode
+    {"method", "linear_flow"},  # the flows: the encoder's method and the linear model's
+)
+
+
+def test_the_segment_package_imports_in_layers():
+    modules = {p.stem for p in SEGMENTS.glob("*.py") if p.name != "__init__.py"}
+    assert modules == set().union(*SEGMENT_LAYERS), "place every module of tasks/segments in SEGMENT_LAYERS"
+    layer = {m: i for i, names in enumerate(SEGMENT_LAYERS) for m in names}
+    prefix = "toolkit.tasks.segments."
+    wrong = {
+        (m, d)
+        for name, deps in import_graph().items()
+        if name.startswith(prefix) and (m := name.removeprefix(prefix)) in layer
+        for d in (x.removeprefix(prefix) for x in deps if x.startswith(prefix))
+        if layer[d] >= layer[m]
+    }
+    assert wrong == set(), f"these imports run sideways or back up the segment package's layers: {sorted(wrong)}"
+
+
+def thresholds_mode_read(node: ast.AST) -> bool:
+    """`<...>.segments.thresholds`, or `s.thresholds` where `s = recipe.segments` (the package's habit)."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "thresholds"):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Attribute) and owner.attr == "segments") or (
+        isinstance(owner, ast.Name) and owner.id == "s"
+    )
+
+
+def test_the_segment_flow_asks_its_strategy_and_never_branches_on_the_thresholds_mode():
+    """segments.thresholds is read once, by evidence.choose_strategy; the flow asks the strategy."""
+    for name in ("method.py", "trainer.py", "cross_fit.py"):
+        tree = ast.parse((SEGMENTS / name).read_text(encoding="utf-8"))
+        reads = [n.lineno for n in ast.walk(tree) if thresholds_mode_read(n)]
+        assert reads == [], f"tasks/segments/{name} reads segments.thresholds at lines {reads}: ask p.strategy"
+    planted = "def f(recipe, s, choice):\n    a = recipe.segments.thresholds\n    b = s.thresholds\n"
+    planted += "    c = choice.thresholds\n"
+    assert [n.lineno for n in ast.walk(ast.parse(planted)) if thresholds_mode_read(n)] == [2, 3]
+
+
+def test_tasks_holds_few_modules_at_its_top_level():
+    top = sorted(p.name for p in (PACKAGE / "tasks").glob("*.py"))
+    assert len(top) <= 12, f"group these into a package of their method: {top}"
+
+
+def test_model_meta_has_one_import_path():
+    """ModelMeta is defined in toolkit.registry.saved and imported from there only."""
+    elsewhere = sorted(
+        f"{module_name(path)}:{node.lineno}"
+        for path in [*PACKAGE.rglob("*.py"), *(REPO / "tests").rglob("*.py")]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        and node.module not in (None, "toolkit.registry.saved")
+        and any(a.name == "ModelMeta" for a in node.names)
+    )
+    assert elsewhere == [], f"import ModelMeta from toolkit.registry.saved: {elsewhere}"
+
+
+# Functions over LONG_FUNCTION lines, each with why it stays whole.
+LONG_FUNCTION = 80
+LONG_FUNCTIONS = {
+    "toolkit.cli.predict:predict": "a typer command: 40 of its lines declare its options in the signature",
+    "toolkit.data.validation:check_spans": "one pass over a record's spans that reports every problem at once; "
+    "the checks read as one list in the order a user fixes them",
+    "toolkit.data.validation:validate_files": "the same, over a file's lines: each problem with line, field, fix",
+    "toolkit.deploy.model_card:render_model_card": "the card's Markdown, section by section, as it reads",
+    "toolkit.evaluate.review:review_html": "the review page's HTML template with its few substitutions",
+    "toolkit.tasks.token_classification:_trainer_class": "a factory whose body is the Trainer subclass, defined on "
+    "first use so that importing the module does not import torch",
+}
+
+
+def long_functions(source: str, module: str) -> dict[str, int]:
+    """`module:function` -> lines, for every function (methods and nested ones too) over LONG_FUNCTION lines."""
+    return {
+        f"{module}:{node.name}": node.end_lineno - node.lineno + 1
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > LONG_FUNCTION
+    }
+
+
+def test_functions_stay_short_outside_a_named_list():
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        found |= long_functions(path.read_text(encoding="utf-8"), module_name(path))
+    assert set(found) - set(LONG_FUNCTIONS) == set(), f"split these into their steps: {found}"
+    assert set(LONG_FUNCTIONS) <= set(found), "a function on the list is short now: take it off"
+    planted = "def f():\n" + "    x = 1\n" * LONG_FUNCTION
+    assert long_functions(planted, "m") == {"m:f": LONG_FUNCTION + 1}

@@ -9,7 +9,7 @@ from conftest import OVERFIT_FIVE, REPO
 
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.models.attention import CONFIG_KEY, make_bidirectional
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 
 
 def tagger(path, implementation="sdpa"):

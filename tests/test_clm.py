@@ -16,7 +16,7 @@ from toolkit.infer.prompts import GeneratedLine as G
 from toolkit.infer.prompts import build_prompt, build_target, parse_output
 from toolkit.infer.recovery import recover_offsets
 from toolkit.models.pretrained import load_tokenizer
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 from toolkit.registry.span_generation import GenerationConfig
 from toolkit.rundir import model_meta, open_run
 from toolkit.spans.decoding import PredictedSpan

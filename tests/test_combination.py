@@ -10,7 +10,7 @@ from conftest import REPO, invoke
 from toolkit.data.schema import Span
 from toolkit.spans.segment_decoding import combine_logits, segment_targets
 from toolkit.spans.segments import segment_text
-from toolkit.tasks.combination import LINEAR_ONLY, HeldOutEvidence, fit_combination
+from toolkit.tasks.segments.combination import LINEAR_ONLY, HeldOutEvidence, fit_combination
 
 
 def _documents(n: int, seed: int) -> tuple[list[str], list[list[Span]]]:
@@ -102,7 +102,7 @@ def test_combined_logits_are_the_sum_or_the_fitted_weights_and_a_zero_weight_ign
 
 def test_a_fitted_combination_needs_the_linear_prior_and_documents_the_encoder_did_not_train_on():
     from toolkit.errors import ConfigError
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
 
     with pytest.raises(ConfigError, match="segments.thresholds=cross_fitted"):
         load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["segments.combination=fitted"])
@@ -120,7 +120,7 @@ def test_a_fitted_combination_needs_the_linear_prior_and_documents_the_encoder_d
 def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_export_apply_it(tiny_bert, tmp_path):
     from toolkit.deploy.export import export_run
     from toolkit.infer import load_predictor
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import open_run
     from toolkit.spans.segment_decoding import probability_logit, sigmoid
     from toolkit.tasks import run_recipe
@@ -162,7 +162,7 @@ def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_expo
             assert run.meta.combination[j] == list(LINEAR_ONLY)
 
     # A label left to the linear model decides as the linear baseline does: its threshold out of fold.
-    from toolkit.registry.segment_baseline import linear_baseline_of
+    from toolkit.registry.linear_model import linear_baseline_of
 
     baseline = run_recipe(linear_baseline_of(recipe.model_copy(update={"name": "fitted"})), tmp_path / "linear")
     baseline_thresholds = list(baseline.metrics["thresholds"].values())
@@ -195,7 +195,7 @@ def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_expo
 
 
 def test_the_linear_baseline_takes_its_suffix_from_a_name_override_as_from_the_file(tmp_path):
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
 
     path = REPO / "recipes" / "demo_segments_mlm.yaml"
     assert load_recipe(path, ["name=mine"], linear_baseline=True).name == "mine_linear"
@@ -206,12 +206,12 @@ def test_the_linear_baseline_takes_its_suffix_from_a_name_override_as_from_the_f
 
 
 def test_a_dry_run_of_a_recipe_with_a_linear_prior_plans_the_prior_without_fitting_it(monkeypatch):
-    import toolkit.tasks.segment_classification as flow
+    import toolkit.tasks.segments.method as flow
 
     def refuse(*args, **kwargs):
         raise AssertionError("--dry-run fitted the linear prior")
 
-    monkeypatch.setattr(flow, "fit_linear_prior", refuse)
+    monkeypatch.setattr(flow, "fit_linear_model", refuse)
     dry = invoke(["run", "demo_segments_mlm", "--dry-run", "segments.linear_prior=true", "segments.folds=3"])
     assert dry.exit_code == 0, dry.output
     plan = json.loads(dry.stdout)

@@ -6,7 +6,7 @@ from conftest import REPO, invoke
 from toolkit.data.records import resolve_data_path
 from toolkit.errors import ConfigError
 from toolkit.recipes import describe_recipe
-from toolkit.registry.recipes import load_recipe, recipe_from_dict, with_params
+from toolkit.registry.recipe_loader import load_recipe, recipe_from_dict, with_params
 
 MINIMAL = {
     "task": "token_classification",
@@ -187,7 +187,7 @@ def test_task_only_options_are_errors_before_anything_runs(overrides, expected):
 
 def test_the_linear_baseline_is_its_own_recipe():
     from toolkit.registry import task_of
-    from toolkit.registry.segment_baseline import linear_baseline_of
+    from toolkit.registry.linear_model import linear_baseline_of
 
     segments = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["eval.jaccard_threshold=0.6"])
     linear = linear_baseline_of(segments)
@@ -209,7 +209,12 @@ def test_the_linear_baseline_is_its_own_recipe():
     dry = invoke(["run", "demo_segments_mlm", "--dry-run", "--linear-baseline"])
     assert dry.exit_code == 0 and '"classifier": "linear"' in dry.stdout
     # The sample's 16 dev documents hold too few clauses of each label to choose thresholds on: said before training.
-    assert dry.stderr.startswith("warning: fewer than 20 dev clauses for {") and "out_of_fold" in dry.stderr
+    evidence, warning = dry.stderr.splitlines()[:2]
+    assert warning.startswith("warning: fewer than 20 dev clauses for {") and "out_of_fold" in dry.stderr
+    # Before it, where the thresholds will be chosen, and why.
+    assert evidence == (
+        "evidence: tuned: segments.thresholds=tuned: chosen on dev, dev figures cross-fitted over its two halves"
+    )
     quiet = invoke(["run", "demo_segments_mlm", "--dry-run", "--linear-baseline", "segments.thresholds=out_of_fold"])
     assert quiet.exit_code == 0 and "warning" not in quiet.stderr
     refused = invoke(["run", "demo_mlm", "--dry-run", "--linear-baseline"])

@@ -9,7 +9,7 @@ from conftest import OVERFIT_FIVE, REPO
 
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.curve_comparison import at_budget, compare_curves, summarize_curves
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 from toolkit.rundir import TRAIN_LOG_FILE, read_curve
 from toolkit.tasks import run_recipe
 from toolkit.tasks.learning_curve import CLOCK_FILE

@@ -10,7 +10,7 @@ from conftest import OVERFIT_FIVE, REPO, invoke
 from toolkit.data.leakage import sentences, shared_sentences
 from toolkit.errors import DataError, ToolkitError
 from toolkit.registry import TASKS
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 from toolkit.spans.label_space import LabelSpace, flat_tags
 from toolkit.spans.soft_targets import (
     TeacherWords,

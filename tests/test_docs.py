@@ -301,6 +301,38 @@ def test_the_architecture_guide_names_every_package_and_top_level_module():
     assert missing == [], f"docs/reference/architecture.md does not name {missing}"
 
 
+def missing_modules(guide: str, root: Path) -> list[str]:
+    """Modules and paths the architecture guide names that do not exist: a `name.py` in a table row of
+    `toolkit/<package>/` must be in that package (or a folder of it), one elsewhere anywhere in the repository; a
+    backticked `toolkit/...` path must exist. The section that adds a task names its example's new modules, so it
+    is not read."""
+    import re
+
+    missing, example = [], False
+    for line in guide.splitlines():
+        if line.startswith("## "):
+            example = line.startswith("## Adding a task")
+        if example:
+            continue
+        row = re.match(r"\| `(toolkit/[\w/]+/)` \|", line)
+        where = root / row.group(1) if row else root
+        for name in re.findall(r"`([\w/]+\.py)`", line):
+            if not any(where.rglob(Path(name).name)):
+                missing.append(f"{row.group(1) if row else ''}{name}")
+        for path in re.findall(r"`(toolkit/[\w./]+)`", line):
+            if not (root / path).exists():
+                missing.append(path)
+    return missing
+
+
+def test_every_module_the_architecture_guide_names_exists():
+    guide = (REPO / "docs" / "reference" / "architecture.md").read_text(encoding="utf-8")
+    assert missing_modules(guide, REPO) == []
+    gone = "_".join(("segment", "scoring.py"))  # spelt apart, so this file cites no gone module
+    planted = f"| `toolkit/tasks/` | training (`flow.py`, `{gone}`) |\nSee `toolkit/gone/` and `stacking.py`."
+    assert missing_modules(planted, REPO) == [f"toolkit/tasks/{gone}", "toolkit/gone/"]
+
+
 def test_the_results_page_reads_at_1280_px_with_a_chart_per_table(site, browser_page, tmp_path):
     """No table scrolls sideways in a 1280 px window, and each table's generated chart is drawn above it."""
     browser, problems = browser_page

@@ -11,7 +11,7 @@ from toolkit.data.records import draw_documents, load_records, load_splits
 from toolkit.data.schema import Span
 from toolkit.errors import ConfigError, ToolkitError
 from toolkit.evaluate.reporting import error_lines
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 from toolkit.spans.decoding import decode_flat, decode_multi_label
 from toolkit.spans.error_analysis import analyse_errors
 from toolkit.spans.label_space import LabelSpace, flat_tags

@@ -140,7 +140,7 @@ def test_cli_export_reports_parity(tiny_mlm_run, tmp_path):
 
 
 def test_lora_run_exports_merged_with_parity(tiny_bert, tmp_path):
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     recipe = load_recipe(

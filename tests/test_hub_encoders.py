@@ -10,7 +10,7 @@ import pytest
 from conftest import OVERFIT_FIVE, REPO
 
 from toolkit.errors import ToolkitError
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 
 
 @pytest.fixture(scope="module")

@@ -140,7 +140,7 @@ def test_segment_inputs_stream_as_the_whole_document_makes_them():
 
 @pytest.mark.parametrize("encoder_input", ["windows", "segments"])
 def test_a_segment_model_reads_long_documents_in_groups_with_the_same_answer(tiny_bert, encoder_input):
-    from toolkit.infer.segmenter import SegmentClassifier
+    from toolkit.infer.segment_classifier import SegmentClassifier
 
     inputs = {"segment_tokens": 12, "context_tokens": 4} if encoder_input == "segments" else {}
     classifier = _untrained(tiny_bert, SegmentClassifier, task="segment_classification", labels=["A", "B"], **inputs)
@@ -160,8 +160,8 @@ def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(
     must reach it; clause starts split runs."""
     from conftest import REPO
 
-    from toolkit.infer.segmenter import SegmentClassifier
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.infer.segment_classifier import SegmentClassifier
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     overrides = [

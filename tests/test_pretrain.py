@@ -9,7 +9,7 @@ from tiny import sample_texts
 from toolkit.data.corpora import TextReport, pack_blocks, read_texts, split_blocks
 from toolkit.errors import ConfigError, DataError
 from toolkit.models.pretrained import load_tokenizer
-from toolkit.registry.recipes import load_recipe, recipe_from_dict
+from toolkit.registry.recipe_loader import load_recipe, recipe_from_dict
 from toolkit.tasks.pretrain import make_blocks, masking_collator
 
 

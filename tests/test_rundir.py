@@ -39,7 +39,7 @@ def test_ensure_run_resolves_recipes_and_refuses_what_is_neither(tiny_mlm_run, t
 def test_files_written_by_this_version_read_back_unchanged(tiny_mlm_run, tmp_path):
     """toolkit.json and metrics.json are typed (ModelMeta, Metrics): what a run writes reads back and
     writes again byte for byte, so nothing in them is lost or reinterpreted by the types."""
-    from toolkit.registry.recipes import dump_recipe
+    from toolkit.registry.recipe_loader import dump_recipe
     from toolkit.rundir import load_meta, read_metrics, write_meta, write_metrics_file
 
     run = open_run(tiny_mlm_run)
@@ -87,7 +87,7 @@ def test_a_run_saved_before_the_task_registry_still_loads_and_predicts_the_same(
 
 def test_older_model_files_of_the_other_tasks_read_as_their_task(tmp_path):
     from toolkit.registry import task_named
-    from toolkit.registry.recipes import load_saved_recipe
+    from toolkit.registry.recipe_loader import load_saved_recipe
     from toolkit.rundir import model_meta
 
     # span_generation kept its generation settings at the top level of toolkit.json.
@@ -119,7 +119,7 @@ def test_older_model_files_of_the_other_tasks_read_as_their_task(tmp_path):
     )
     recipe = load_saved_recipe(saved)
     assert (
-        type(recipe).__name__ == "LinearSegmentsRecipe"
+        type(recipe).__name__ == "LinearModelRecipe"
         and recipe.model.kind == "linear"
         and recipe.segments.thresholds == "tuned"
     )

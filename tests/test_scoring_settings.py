@@ -12,7 +12,7 @@ from toolkit.errors import ToolkitError
 from toolkit.evaluate.compare import compare
 from toolkit.evaluate.evaluation import evaluate_run
 from toolkit.evaluate.thresholds import threshold_counts
-from toolkit.scoring import span_summary_names
+from toolkit.scoring_defaults import span_summary_names
 
 
 def with_jaccard(run_dir, tmp_path, threshold: float):

@@ -8,7 +8,7 @@ from conftest import REPO
 
 from toolkit.spans.segment_decoding import NO_SEGMENT, token_segments
 from toolkit.spans.segment_windows import make_segment_windows
-from toolkit.tasks.features import SegmentEpochSampler
+from toolkit.tasks.segments.features import SegmentEpochSampler
 
 TEXT = "The term is one year. It renews unless notice is given sixty days before expiry.\n\n   \nSigned."
 
@@ -73,8 +73,8 @@ def test_each_epoch_takes_every_positive_and_fresh_negatives_in_batches_of_simil
 def test_the_evaluation_sample_keeps_every_positive_and_weighs_negatives_to_estimate_the_full_aupr():
     import numpy as np
 
-    from toolkit.tasks.features import SegmentWindows
-    from toolkit.tasks.segment_trainer import evaluation_sample, segment_macro_aupr
+    from toolkit.tasks.segments.features import SegmentWindows
+    from toolkit.tasks.segments.trainer import evaluation_sample, segment_macro_aupr
 
     rng = np.random.default_rng(0)
     n = 20000
@@ -95,7 +95,7 @@ def test_the_evaluation_sample_keeps_every_positive_and_weighs_negatives_to_esti
 
 def test_segment_inputs_refuse_what_they_do_not_read_all_at_once():
     from toolkit.errors import ConfigError
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
 
     with pytest.raises(ConfigError) as caught:
         load_recipe(
@@ -134,7 +134,7 @@ SEGMENT_RUN = [
 def test_a_segment_input_run_reports_three_models_and_what_ended_training(tiny_bert, tmp_path):
     from toolkit.deploy.export import export_run
     from toolkit.infer import load_predictor
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import open_run
     from toolkit.tasks import run_recipe
 
@@ -175,7 +175,7 @@ def test_a_segment_input_run_reports_three_models_and_what_ended_training(tiny_b
 
 
 def test_training_stops_where_the_held_out_aupr_stops_rising(tiny_bert, tmp_path):
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     # A learning rate too small to move the ranking: the held-out AUPR never improves on the first evaluation.
@@ -194,7 +194,7 @@ def test_the_frozen_layer_cache_replays_what_the_frozen_layers_compute(tiny_bert
     import torch
     from transformers import AutoModelForTokenClassification
 
-    from toolkit.tasks.frozen_layers import FrozenLayerCache
+    from toolkit.tasks.segments.frozen_layers import FrozenLayerCache
 
     torch.manual_seed(0)
     model = AutoModelForTokenClassification.from_pretrained(str(tiny_bert), num_labels=3).eval()
@@ -218,7 +218,7 @@ def test_a_run_with_frozen_lower_layers_replays_them_and_leaves_them_unchanged(t
     import torch
     from transformers import AutoModelForTokenClassification
 
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", "train.epochs=2", "model.train_layers=1"]
@@ -242,10 +242,10 @@ def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serve
     tiny_bert, tmp_path
 ):
     from toolkit.infer import load_predictor
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import open_run
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.segment_cross_fit import FOLDS_DIR
+    from toolkit.tasks.segments.cross_fit import FOLDS_DIR
 
     overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN]
     overrides += ["segments.thresholds=cross_fitted", "train.epochs=3", "train.early_stopping_patience=1"]
@@ -286,8 +286,9 @@ def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serve
 
 
 def test_folds_are_dealt_evenly_and_a_large_set_holds_out_a_share_instead_of_cross_fitting():
-    from toolkit.registry.recipes import load_recipe
-    from toolkit.tasks.segment_cross_fit import assign_folds, uses_cross_fitting
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks.segments.cross_fit import assign_folds
+    from toolkit.tasks.segments.evidence import choose_strategy
 
     folds = assign_folds(10, 3, seed=13)
     assert sorted(folds.count(f) for f in range(3)) == [3, 3, 4] and folds == assign_folds(10, 3, seed=13)
@@ -295,19 +296,27 @@ def test_folds_are_dealt_evenly_and_a_large_set_holds_out_a_share_instead_of_cro
     recipe = load_recipe(
         REPO / "recipes" / "demo_segments_mlm.yaml", [*SEGMENT_RUN, "segments.thresholds=cross_fitted"]
     )
-    assert uses_cross_fitting(recipe, 200) and not uses_cross_fitting(recipe, 201)
+    crossed, above = choose_strategy(recipe, 200), choose_strategy(recipe, 201)
+    assert crossed.name == "cross_fitted" and crossed.scored == list(range(200)) and not crossed.held
+    assert (
+        above.name == "held_out" and above.held == above.scored and len(above.held) == 50
+    )  # SEGMENT_RUN: held_out_share 0.25
+    assert above.why.startswith("held-out share 0.25 (50 documents): 201 training documents is above")
+    assert "cross_fit_max_documents (200)" in above.why
     unbounded = recipe.model_copy(
         update={"segments": recipe.segments.model_copy(update={"cross_fit_max_documents": None})}
     )
-    assert uses_cross_fitting(unbounded, 5000)
+    assert choose_strategy(unbounded, 5000).name == "cross_fitted"
     held = recipe.model_copy(update={"segments": recipe.segments.model_copy(update={"thresholds": "held_out"})})
-    assert not uses_cross_fitting(held, 10)
+    assert (
+        choose_strategy(held, 10).name == "held_out" and "segments.thresholds=held_out" in choose_strategy(held, 10).why
+    )
 
 
 def test_too_few_clauses_names_where_they_were_counted_and_the_fix_that_applies():
     from toolkit.data.schema import Span, SpanRecord
-    from toolkit.registry.recipes import load_recipe
-    from toolkit.tasks.segment_scoring import tuning_note
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks.segments.thresholding import tuning_note
 
     recipe = load_recipe(
         REPO / "recipes" / "demo_segments_mlm.yaml", [*SEGMENT_RUN, "segments.thresholds=cross_fitted"]

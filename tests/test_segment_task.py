@@ -103,8 +103,8 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
     from toolkit.errors import ToolkitError
     from toolkit.evaluate.evaluation import evaluate_run
     from toolkit.infer import load_predictor
-    from toolkit.registry.recipes import load_recipe
-    from toolkit.registry.segment_baseline import linear_baseline_of
+    from toolkit.registry.linear_model import linear_baseline_of
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import plan_recipe, run_recipe
 
     overrides = [
@@ -133,7 +133,7 @@ def test_the_linear_baseline_writes_a_run_that_eval_and_compare_read(tmp_path):
     few = {label: counts[label] for label in meta.labels if counts[label] < 20}
     assert few and result.run["too_few_to_tune"].startswith(f"fewer than 20 dev clauses for {few}:")
     predictor = load_predictor(result.run_dir)
-    assert type(predictor).__name__ == "LinearSegmentClassifier" and predictor.thresholds == meta.thresholds
+    assert type(predictor).__name__ == "LinearModel" and predictor.thresholds == meta.thresholds
     metrics, _ = evaluate_run(result.run_dir, "sample:contracts_dev", tmp_path / "eval", bootstrap=0)
     assert metrics["counts"]["documents"] == 16 and "ranking" in metrics
     with pytest.raises(ToolkitError, match="linear segment baseline"):
@@ -144,10 +144,10 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
     from toolkit.data.records import filter_labels, load_splits
     from toolkit.errors import ConfigError
     from toolkit.evaluate.evaluation import evaluate_run
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.bag_of_words import segment_documents
-    from toolkit.tasks.segment_baseline import out_of_fold_thresholds
+    from toolkit.tasks.segments.linear_flow import out_of_fold_thresholds
+    from toolkit.tasks.segments.linear_model import segment_documents
 
     recipe = load_recipe(
         REPO / "recipes" / "demo_segments_mlm.yaml",
@@ -173,7 +173,7 @@ def test_out_of_fold_thresholds_are_chosen_on_training_documents_and_dev_only_re
 
 def test_hold_out_draws_a_share_of_the_training_documents_by_seed():
     from toolkit.errors import ToolkitError
-    from toolkit.tasks.segment_held_out import hold_out
+    from toolkit.tasks.segments.held_out import hold_out
 
     kept, held = hold_out(20, 0.1, seed=13)
     assert len(held) == 2 and sorted(kept + held) == list(range(20)) and not set(kept) & set(held)
@@ -188,11 +188,11 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
     from toolkit.errors import ConfigError
     from toolkit.evaluate.thresholds import choose_from_counts, threshold_counts
     from toolkit.infer import load_predictor
-    from toolkit.registry.recipes import load_recipe
-    from toolkit.registry.segment_baseline import linear_baseline_of
+    from toolkit.registry.linear_model import linear_baseline_of
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.bag_of_words import fit_linear_prior
-    from toolkit.tasks.segment_held_out import hold_out
+    from toolkit.tasks.segments.held_out import hold_out
+    from toolkit.tasks.segments.linear_model import fit_linear_model
 
     overrides = [
         f"model.name={tiny_bert}",
@@ -212,6 +212,11 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
     result = run_recipe(recipe, tmp_path / "held")
     plan = json.loads((result.run_dir / "data_report.json").read_text())
     assert plan["threshold_documents"] == 3 and plan["train"]["documents"] == 9  # the encoder trained on 9
+    # The plan names the strategy that ran, and why.
+    assert plan["evidence_strategy"] == {
+        "name": "held_out",
+        "why": "held-out share 0.25 (3 documents): segments.thresholds=held_out",
+    }
     assert result.run["dev_thresholds"] == "chosen on 3 training documents held out of training"
     # 3 documents hold fewer than 20 clauses of any label: the run says so, and how to fix it.
     assert "held-out training clauses" in result.run["too_few_to_tune"]
@@ -222,7 +227,7 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
     run = open_run(result.run_dir)
     train = filter_labels(train, run.labels)
     _, held = hold_out(len(train), 0.25, recipe.seed)
-    fitted = fit_linear_prior(train, run.labels, 0.5, 3, recipe.seed, recipe.task, True, fold_starts=True)
+    fitted = fit_linear_model(train, run.labels, 0.5, 3, recipe.seed, recipe.task, True, fold_starts=True)
     records = [train[i] for i in held]
     texts = [r.text for r in records]
     scores = load_predictor(result.run_dir).score(texts, prior=fitted.train_scores.subset(held))
@@ -242,7 +247,7 @@ def test_held_out_thresholds_are_chosen_on_training_documents_the_encoder_did_no
 
 def test_linear_is_a_segment_model_only():
     from toolkit.errors import ConfigError
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
 
     with pytest.raises(ConfigError, match="model.kind: not an option of token_classification recipes"):
         load_recipe(REPO / "recipes" / "demo_mlm.yaml", ["model.kind=linear"])
@@ -253,7 +258,7 @@ def test_linear_is_a_segment_model_only():
         load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", ["model.name=linear"])
 
 
-def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tiny_segment_run, tmp_path):
+def test_toolkit_choose_thresholds_chooses_them_again_and_keeps_the_training_record(tiny_segment_run, tmp_path):
     import shutil
 
     run_dir = tmp_path / "copy"
@@ -261,7 +266,7 @@ def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tin
     meta_path = run_dir / "model" / "toolkit.json"
     meta = json.loads(meta_path.read_text())
     meta_path.write_text(json.dumps({**meta, "thresholds": [0.5] * len(meta["labels"])}))
-    proc = invoke(["tune", run_dir])
+    proc = invoke(["choose-thresholds", run_dir])
     assert proc.exit_code == 0, proc.output
     assert (
         json.loads(meta_path.read_text())["thresholds"] == meta["thresholds"]
@@ -271,13 +276,17 @@ def test_toolkit_tune_chooses_thresholds_again_and_keeps_the_training_record(tin
         metrics["run"]["train_seconds"] == tiny_segment_run.run["train_seconds"]
         and metrics["ranking"]["settings"]["curve"] == "threshold sweep"
     )
-    bad = invoke(["tune", REPO / "recipes"])
+    bad = invoke(["choose-thresholds", REPO / "recipes"])
     assert bad.exit_code == 1 and "error:" in bad.stderr and "Traceback" not in bad.output
+    # The old name still runs it, and says the new one.
+    old = invoke(["tune", run_dir])
+    assert old.exit_code == 0 and "toolkit choose-thresholds" in old.stderr
+    assert json.loads(meta_path.read_text())["thresholds"] == meta["thresholds"]
 
 
 def test_hard_negatives_are_the_clause_free_windows_that_fire_highest_first():
     from toolkit.spans.segment_decoding import best_segment_probability
-    from toolkit.tasks.features import choose_hard_negatives
+    from toolkit.tasks.segments.features import choose_hard_negatives
 
     # Window-local segments 0 and 1; the best segment's mean logit decides the window's score.
     logits = np.array([[9.0, 9.0], [0.0, -4.0], [2.0, -4.0], [-2.0, 1.0], [9.0, 9.0]])
@@ -294,7 +303,7 @@ def test_hard_negatives_are_the_clause_free_windows_that_fire_highest_first():
 
 def test_hard_negatives_need_a_pool_and_an_encoder():
     from toolkit.errors import ConfigError
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
 
     recipe = REPO / "recipes" / "demo_segments_mlm.yaml"
     with pytest.raises(ConfigError, match="windows.negative_ratio"):
@@ -323,7 +332,7 @@ def test_hard_negatives_need_a_pool_and_an_encoder():
 
 @pytest.mark.parametrize("linear_prior", [False, True])
 def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_stage(tiny_bert, tmp_path, linear_prior):
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     overrides = [
@@ -359,7 +368,7 @@ def test_hard_negative_mining_adds_the_windows_that_fire_and_trains_a_second_sta
 
 def test_windows_read_their_segments_prior_logits_by_document_index():
     from toolkit.spans.windows import Window
-    from toolkit.tasks.features import SegmentWindows
+    from toolkit.tasks.segments.features import SegmentWindows
 
     windows = [
         Window(doc=0, input_ids=[1, 2], offsets=[], word_ids=[]),
@@ -386,11 +395,11 @@ def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_i
     from toolkit.deploy.export import export_run
     from toolkit.errors import ToolkitError
     from toolkit.infer import load_predictor
-    from toolkit.infer.segmenter import SegmentClassifier
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.infer.segment_classifier import SegmentClassifier
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.spans.segment_decoding import probability_logit, sigmoid
     from toolkit.tasks import run_recipe
-    from toolkit.tasks.bag_of_words import fit_linear_prior
+    from toolkit.tasks.segments.linear_model import fit_linear_model
 
     overrides = [
         f"model.name={tiny_bert}",
@@ -437,7 +446,7 @@ def test_a_segment_model_with_a_linear_prior_adds_the_linear_logit_and_carries_i
 
     train, _ = load_splits(recipe.data, recipe.seed)
     train = filter_labels(train, run.labels)
-    fitted = fit_linear_prior(train, run.labels, 0.5, 3, recipe.seed, recipe.task)
+    fitted = fit_linear_model(train, run.labels, 0.5, 3, recipe.seed, recipe.task)
     segments = [segment_text(r.text) for r in train]
     full = predictor.prior.logits([r.text for r in train], segments)
     targets = [np.asarray(segment_targets(s, r.spans, run.labels, 0.5), dtype=bool) for s, r in zip(segments, train)]
@@ -487,7 +496,7 @@ def test_clause_starts_split_a_run_of_positive_segments_where_a_new_clause_begin
 def test_the_linear_baseline_learns_clause_starts_saves_them_and_needs_them_to_load(tmp_path):
     from toolkit.errors import ConfigError, ToolkitError
     from toolkit.infer import load_predictor
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     overrides = [
@@ -520,7 +529,7 @@ def test_the_linear_baseline_learns_clause_starts_saves_them_and_needs_them_to_l
 
 
 def test_a_segment_curve_over_the_whole_dev_set_chooses_the_best_checkpoint(tiny_bert, tmp_path):
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import TRAIN_LOG_FILE, read_curve
     from toolkit.tasks import run_recipe
 

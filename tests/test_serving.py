@@ -427,7 +427,7 @@ def test_a_bidirectional_decoder_tagger_under_sustained_load(tiny_llama, tmp_pat
     from conftest import OVERFIT_FIVE, REPO
 
     from toolkit.deploy.export import ParityBudgets, export_run
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import run_recipe
 
     recipe = load_recipe(
@@ -472,7 +472,7 @@ def test_a_fitted_combination_artifact_under_sustained_load(tiny_bert, tmp_path)
     from conftest import REPO
 
     from toolkit.deploy.export import export_run
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import MODEL_DIR, load_meta, write_meta
     from toolkit.tasks import run_recipe
 
@@ -508,7 +508,7 @@ def test_a_segment_input_artifact_under_sustained_load(tiny_bert, tmp_path):
     from conftest import REPO
 
     from toolkit.deploy.export import export_run
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import load_meta
     from toolkit.tasks import run_recipe
 

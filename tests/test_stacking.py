@@ -7,7 +7,7 @@ perfect)."""
 import numpy as np
 import pytest
 
-from toolkit.tasks.stacking import encoder_gain, fit_stack
+from toolkit.tasks.segments.stacking import encoder_gain, fit_stack
 
 
 def segments(seed: int, documents: int, per_document: int = 30, encoder_odds: float = 2.0):

@@ -2,7 +2,7 @@ import csv
 
 from conftest import REPO
 
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 from toolkit.tasks.sweep import grid_points, run_sweep
 
 BASE = [

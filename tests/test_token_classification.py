@@ -7,7 +7,7 @@ import pytest
 from conftest import OVERFIT_FIVE, REPO, invoke
 
 from toolkit.evaluate.evaluation import evaluate_run
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 from toolkit.tasks import plan_recipe, run_recipe
 
 BASE = [*OVERFIT_FIVE, "eval.bootstrap=50"]

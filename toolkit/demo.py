@@ -33,7 +33,7 @@ from toolkit.data.schema import SpanRecord
 from toolkit.hardware import measure_conditions
 from toolkit.models.pretrained import default_encoder, load_tokenizer
 from toolkit.recipes import RECIPES_DIR  # shipped in the package: the demo runs from a wheel too
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 
 
 def span_keys(rec: SpanRecord, ignore_whitespace: bool) -> Counter:
@@ -88,7 +88,7 @@ def split_overrides(overrides: list[str]) -> dict[str, list[str]]:
 
 def train_demo(recipe_name: str, workdir: Path, console: Console, overrides: list[str]) -> Path:
     from toolkit.evaluate.reporting import score_table
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import prepare_run_dir
     from toolkit.tasks import run_recipe
 

@@ -32,9 +32,9 @@ from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.registry import RecipeBase, Task, meta_class, task_named
 from toolkit.registry.extraction import ExtractionRecipe
-from toolkit.registry.recipes import dump_recipe, load_saved_recipe
+from toolkit.registry.recipe_loader import dump_recipe, load_saved_recipe
 from toolkit.registry.saved import ModelMeta
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 
 CONFIG_FILE = "config.yaml"
 DATA_REPORT_FILE = "data_report.json"

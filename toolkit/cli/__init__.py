@@ -11,6 +11,7 @@ from rich.markup import escape
 from toolkit.cli import (
     bento,
     check,
+    choose_thresholds,
     compare,
     demo,
     evaluate,
@@ -23,7 +24,6 @@ from toolkit.cli import (
     run,
     schema,
     serve,
-    tune,
 )
 from toolkit.cli.common import err_console
 from toolkit.errors import ToolkitError
@@ -45,18 +45,22 @@ COMMANDS = {
     "predict": predict.predict,
     "review": review.review,
     "compare": compare.compare_,
-    "tune": tune.tune,
+    "choose-thresholds": choose_thresholds.choose_thresholds,
     "export": export.export_,
     "serve": serve.serve,
     "bento": bento.bento,
     "schema": schema.schema,
     "demo": demo.demo,
 }
+# Old names that still run their command, after saying the new one (hidden from --help).
+ALIASES = {"tune": choose_thresholds.tune}
 for _name, _command in COMMANDS.items():
     if isinstance(_command, typer.Typer):
         app.add_typer(_command, name=_name)
     else:
         app.command(_name)(_command)
+for _name, _command in ALIASES.items():
+    app.command(_name, hidden=True)(_command)
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import typer
 
 from toolkit.cli.common import console
 from toolkit.errors import ToolkitError
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 
 
 def compare_(

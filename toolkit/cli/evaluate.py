@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from toolkit.cli.common import console
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 
 
 def eval_(

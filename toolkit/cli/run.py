@@ -31,7 +31,7 @@ def run(
 ) -> None:
     """Run a recipe: one training run, or a sweep when the recipe has a `sweep:` block."""
     from toolkit.recipes import resolve_recipe
-    from toolkit.registry.recipes import load_recipe
+    from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import prepare_run_dir, run_dir_for
     from toolkit.tasks import flow_for, plan_recipe, run_recipe
     from toolkit.tasks.training import finish_distributed
@@ -51,6 +51,9 @@ def run(
     if dry_run:
         plan = plan_recipe(cfg)
         print(json.dumps(plan, indent=2))
+        if "evidence_strategy" in plan:  # the segment task: where its thresholds are chosen, and why
+            strategy = plan["evidence_strategy"]
+            err_console.print(f"evidence: {strategy['name']}: {strategy['why']}", soft_wrap=True, markup=False)
         if "too_few_to_tune" in plan:
             err_console.print(f"warning: {plan['too_few_to_tune']}", soft_wrap=True, markup=False)
         return

@@ -15,7 +15,8 @@ import yaml
 from toolkit.models.pretrained import load_tokenizer, lowercases
 from toolkit.models.runtimes import runtime_named
 from toolkit.registry import Task, task_named
-from toolkit.rundir import ModelMeta, Run, read_metrics
+from toolkit.registry.saved import ModelMeta
+from toolkit.rundir import Run, read_metrics
 
 WEAK_F1 = 0.5  # labels under this dev F1 are named in the limitations
 

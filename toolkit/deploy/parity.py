@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from toolkit.errors import ToolkitError
 from toolkit.evaluate.scorer import document_counts, paired_bootstrap, score
 from toolkit.rundir import Run, records_for
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ model and batcher: its API (validation, limits, auth, label
 filter) hands documents to an in-process batcher (`toolkit.deploy.batcher`): one FIFO and one model
 thread that runs whole waiting requests as one model call, while the event loop keeps accepting. No
 internal HTTP hop, so nothing between the API and the model can drop or duplicate a call. Inside a
-call, windows are sorted by length before batching (length bucketing). The model call is
-`Tagger.predict` / `SpanGenerator.predict`: the same windowing, decoding and offset code `toolkit eval`
-scores.
+call, windows are sorted by length before batching (length bucketing). The model call is the artifact's
+predictor's `predict` (`Tagger`, `SegmentClassifier` or `SpanGenerator`, with TOOLKIT_MODEL_BATCH as its
+batch_size): the same windowing, decoding and offset code `toolkit eval` scores.
 
 Settings come from environment variables (read when the module is imported): TOOLKIT_ARTIFACT
 (required), TOOLKIT_MAX_BATCH_SIZE (documents per model call; 1 turns batching off),

@@ -20,7 +20,7 @@ from toolkit.errors import ToolkitError
 from toolkit.evaluate.scorer import document_counts, paired_bootstrap, point_summary, score
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.rundir import Run, open_run, records_for, saved_predictions
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 from toolkit.spans.decoding import PredictedSpan
 
 COLUMNS = [

@@ -14,7 +14,7 @@ from toolkit.evaluate.thresholds import threshold_counts
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.infer.decisions import SegmentDecisions
 from toolkit.rundir import PREDICTIONS_FILE, open_run, records_for
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 
 
 def evaluate_run(

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from toolkit.evaluate.scorer import jaccard, word_set
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 from toolkit.spans.overlaps import SpanLike
 
 RECALL_POINTS = (0.8, 0.9)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 from toolkit.spans.content import drop_contentless
 from toolkit.spans.error_analysis import analyse_errors
 from toolkit.spans.overlaps import SpanLike, max_disjoint

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from toolkit.evaluate.scorer import jaccard, word_set
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 from toolkit.spans.overlaps import SpanLike
 from toolkit.spans.segment_decoding import START_THRESHOLD, segment_runs
 

@@ -17,7 +17,7 @@ from toolkit.rundir import Run, open_run
 
 def load_predictor(run: Run | Path | str, **options) -> Predictor:
     """A trained run (or artifact) as the predictor its task registers (Tagger, SegmentClassifier,
-    LinearSegmentClassifier, SpanGenerator); `options` go to its `load` (SpanGenerator: precision)."""
+    LinearModel, SpanGenerator); `options` go to its `load` (SpanGenerator: precision)."""
     run = run if isinstance(run, Run) else open_run(run)
     predictor = run.spec.predictor_class()
     if predictor is None:

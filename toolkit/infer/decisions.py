@@ -1,5 +1,5 @@
 """What every segment model shares (the encoder's `SegmentClassifier` and the linear baseline's
-`LinearSegmentClassifier`): scores before any threshold, and per-label thresholds over them."""
+`LinearModel`): scores before any threshold, and per-label thresholds over them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit.rundir import ModelMeta
-from toolkit.scoring import SCORING
+from toolkit.registry.saved import ModelMeta
+from toolkit.scoring_defaults import SCORING
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.segment_decoding import merge_segments
 

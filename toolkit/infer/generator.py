@@ -32,7 +32,8 @@ from toolkit.models.runtimes import (
     preferred_autocast,
     runtime_named,
 )
-from toolkit.rundir import ModelMeta, Run, open_run
+from toolkit.registry.saved import ModelMeta
+from toolkit.rundir import Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 
 # Shorter shared prefixes are read with each prompt: a cache copy per batch would cost more than it saves.

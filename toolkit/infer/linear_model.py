@@ -16,7 +16,8 @@ import numpy as np
 
 from toolkit.errors import ToolkitError
 from toolkit.infer.decisions import SegmentDecisions, SegmentScores
-from toolkit.rundir import META_FILE, ModelMeta, Run, open_run
+from toolkit.registry.saved import ModelMeta
+from toolkit.rundir import META_FILE, Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.segment_decoding import probability_logit
 from toolkit.spans.segments import segment_text
@@ -37,7 +38,7 @@ def segment_inputs(text: str, segments: Sequence[tuple[int, int]]) -> list[str]:
     return out
 
 
-class LinearSegmentClassifier(SegmentDecisions):
+class LinearModel(SegmentDecisions):
     """TF-IDF + logistic regression per label over segments (scikit-learn); with segments.clause_starts,
     also a classifier per label of whether a clause segment begins a clause (`starts`)."""
 
@@ -49,7 +50,7 @@ class LinearSegmentClassifier(SegmentDecisions):
         self.last_report: dict = {}
 
     @classmethod
-    def load(cls, run: Run | Path, device: str | None = None) -> LinearSegmentClassifier:
+    def load(cls, run: Run | Path, device: str | None = None) -> LinearModel:
         run = run if isinstance(run, Run) else open_run(run)
         return cls.load_files(run.model_dir, LINEAR_FILE, run.meta)
 
@@ -57,7 +58,7 @@ class LinearSegmentClassifier(SegmentDecisions):
         """Nothing is compiled per shape."""
 
     @classmethod
-    def load_files(cls, directory: Path, name: str, meta: ModelMeta) -> LinearSegmentClassifier:
+    def load_files(cls, directory: Path, name: str, meta: ModelMeta) -> LinearModel:
         """The model in `directory`/`name`, with the clause-start classifiers `meta.clause_starts` names."""
         import joblib
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.infer.decisions import SegmentDecisions, SegmentScores
-from toolkit.infer.segment_baseline import LinearSegmentClassifier, segment_inputs
+from toolkit.infer.linear_model import LinearModel, segment_inputs
 from toolkit.infer.tagger import Tagger, new_tally
-from toolkit.rundir import ModelMeta, Run, open_run
+from toolkit.registry.saved import ModelMeta
+from toolkit.rundir import Run, open_run
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.spans.segment_decoding import (
     combine_logits,
@@ -34,7 +35,7 @@ from toolkit.spans.windows import Window
 class SegmentClassifier(SegmentDecisions, Tagger):
     """A trained segment model: per-label probabilities of each segment, merged into spans. A model trained
     with segments.linear_prior adds the linear model's per-label logit to each segment's logit (`prior`,
-    a LinearSegmentClassifier saved in the model folder), or combines the two with the per-label weights
+    a LinearModel saved in the model folder), or combines the two with the per-label weights
     fitted on held-out training documents (`combination`, segments.combination: fitted)."""
 
     def __init__(self, model, tokenizer, meta: ModelMeta, device: str = "cpu", prior=None):
@@ -48,7 +49,7 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         run = run if isinstance(run, Run) else open_run(run)
         classifier = super().load(run, device)
         if run.meta.linear_prior:
-            classifier.prior = LinearSegmentClassifier.load_files(run.model_dir, run.meta.linear_prior, run.meta)
+            classifier.prior = LinearModel.load_files(run.model_dir, run.meta.linear_prior, run.meta)
         return classifier
 
     def decisions(self, logits: np.ndarray) -> np.ndarray:

@@ -15,8 +15,8 @@ from pydantic import Discriminator, Tag, TypeAdapter
 
 from toolkit.errors import ToolkitError
 from toolkit.registry import (
+    linear_model,
     pretraining,
-    segment_baseline,
     segment_classification,
     span_generation,
     token_classification,
@@ -29,7 +29,7 @@ TASKS: dict[str, Task] = {
     for t in (
         token_classification.TASK,
         segment_classification.TASK,
-        segment_baseline.TASK,
+        linear_model.TASK,
         span_generation.TASK,
         pretraining.MLM,
         pretraining.CLM,

@@ -6,7 +6,7 @@ from pydantic import Field, model_validator
 
 from toolkit.registry.recipe_sections import EvalConfig
 from toolkit.registry.task import RecipeBase
-from toolkit.scoring import curve_keys, span_summary_names
+from toolkit.scoring_defaults import curve_keys, span_summary_names
 
 
 class ExtractionRecipe(RecipeBase):

@@ -25,13 +25,13 @@ class LinearModelConfig(Strict):
         return self.kind
 
 
-class LinearSegmentsRecipe(ExtractionRecipe):
+class LinearModelRecipe(ExtractionRecipe):
     task: Literal["segment_classification"]
     model: LinearModelConfig
     segments: SegmentDecisionConfig = Field(default_factory=SegmentDecisionConfig)
 
     @model_validator(mode="after")
-    def _held_out_is_the_encoders(self) -> LinearSegmentsRecipe:
+    def _held_out_is_the_encoders(self) -> LinearModelRecipe:
         if self.segments.thresholds in ("held_out", "cross_fitted"):
             raise ValueError(
                 f"segments.thresholds={self.segments.thresholds} keeps training documents from an encoder; the linear "
@@ -79,18 +79,18 @@ def linear_name(name: object) -> str:
     return name if name.endswith("_linear") else f"{name}_linear"
 
 
-def linear_baseline_of(recipe: RecipeBase) -> LinearSegmentsRecipe:
+def linear_baseline_of(recipe: RecipeBase) -> LinearModelRecipe:
     """The bag-of-words baseline of a validated segment recipe (see `linear_baseline_data`)."""
-    return LinearSegmentsRecipe.model_validate(linear_baseline_data(recipe.model_dump()))
+    return LinearModelRecipe.model_validate(linear_baseline_data(recipe.model_dump()))
 
 
 TASK = Task(
     name="segment_classification",
     variant="linear",
-    recipe=LinearSegmentsRecipe,
+    recipe=LinearModelRecipe,
     summary="segment classification with a bag-of-words baseline (TF-IDF and a logistic regression per label)",
-    flow="toolkit.tasks.segment_baseline:LinearSegments",
-    predictor="toolkit.infer.segment_baseline:LinearSegmentClassifier",
+    flow="toolkit.tasks.segments.linear_flow:LinearModelFlow",
+    predictor="toolkit.infer.linear_model:LinearModel",
     outputs="segment_scores",
     pipeline_tag="text-classification",
     not_exported="the linear segment baseline is a yardstick, not exported: export an encoder run",

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from toolkit.registry.recipe_sections import ModelConfig, PretrainedModelConfig, Strict, TrainConfig
 from toolkit.registry.saved import ModelMeta
 from toolkit.registry.task import RecipeBase, Task
-from toolkit.scoring import PRETRAIN_SUMMARY
+from toolkit.scoring_defaults import PRETRAIN_SUMMARY
 
 
 class PretrainConfig(Strict):

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 
 
 class Strict(BaseModel):

@@ -11,7 +11,7 @@ from toolkit.registry.extraction import ExtractionRecipe
 from toolkit.registry.recipe_sections import ClassifierModelConfig, Strict, TrainConfig, WindowsConfig
 from toolkit.registry.saved import ModelMeta
 from toolkit.registry.task import Task
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 
 
 class HardNegativesConfig(Strict):
@@ -339,11 +339,11 @@ TASK = Task(
     name="segment_classification",
     recipe=SegmentClassificationRecipe,
     summary="segment classification (an encoder scores sentence-aligned segments per label; thresholds per label)",
-    flow="toolkit.tasks.segment_classification:SegmentClassification",
-    predictor="toolkit.infer.segmenter:SegmentClassifier",
+    flow="toolkit.tasks.segments.method:SegmentClassification",
+    predictor="toolkit.infer.segment_classifier:SegmentClassifier",
     outputs="segment_scores",
     pipeline_tag="text-classification",
     speed_docs=8,
-    baseline="toolkit.registry.segment_baseline:baseline_recipe_data",
+    baseline="toolkit.registry.linear_model:baseline_recipe_data",
     meta=SegmentModelMeta,
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from toolkit.errors import ToolkitError
 from toolkit.registry import RecipeBase, task_of
-from toolkit.registry.recipes import load_recipe
+from toolkit.registry.recipe_loader import load_recipe
 from toolkit.rundir import METRICS_FILE, run_dir_for
 from toolkit.tasks.flow import Flow, RunResult
 

@@ -36,7 +36,7 @@ class Trained:
 
     trainer: Any
     span: Any  # training.TrainingSpan
-    clock: Any  # curves.TrainingClock
+    clock: Any  # learning_curve.TrainingClock
     notes: dict = field(default_factory=dict)
 
 
@@ -60,7 +60,8 @@ class Flow:
     """One task's steps. Subclasses implement prepare, trainer, save and evaluate."""
 
     # The curve score (a key of the scorer's summary) that stands for the Trainer's selection metric when the
-    # curve scores every dev document: the Trainer's own dev evaluation is then skipped (curves.evaluate_by_curve).
+    # curve scores every dev document: the Trainer's own dev evaluation is then skipped
+    # (learning_curve.evaluate_by_curve).
     # None: the Trainer always evaluates (its metric has no curve counterpart, e.g. a dev loss).
     curve_selection_key: str | None = None
 
@@ -149,12 +150,17 @@ class Flow:
 
     def train(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared) -> Trained:
         """Build the Trainer and train it, resuming from its checkpoints. A task that trains in stages
-        (segment_classification's hard negatives) or changes the weights after (checkpoint averaging)
-        extends this."""
+        (the segment method's folds and hard negatives) or changes the weights after (checkpoint averaging)
+        extends this, calling `train_stage` for each stage."""
+        return self.train_stage(recipe, run_dir, prepared)
+
+    def train_stage(self, recipe: RecipeBase, run_dir: Path, prepared: Prepared, **trainer_options) -> Trained:
+        """One Trainer (`trainer(recipe, run_dir, prepared, **trainer_options)`) on its own clock, instrumented,
+        trained from its latest checkpoint in run_dir."""
         from toolkit.tasks.learning_curve import TrainingClock
 
         clock = TrainingClock(recipe.train.max_seconds, recipe.train.eval_every_seconds)
-        trainer = self.trainer(recipe, run_dir, prepared)
+        trainer = self.trainer(recipe, run_dir, prepared, **trainer_options)
         self.instrument(trainer, recipe, run_dir, prepared, clock)
         notes = self.before_training(trainer, prepared)
         span = train_resuming(trainer, prepared.train_tokens)

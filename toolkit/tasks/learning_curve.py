@@ -25,7 +25,7 @@ from toolkit.data.schema import SpanRecord
 from toolkit.evaluate.plateau import doubling_points, is_doubling_epoch, plateau_reached
 from toolkit.evaluate.scorer import score
 from toolkit.registry.extraction import ExtractionRecipe
-from toolkit.scoring import curve_keys
+from toolkit.scoring_defaults import curve_keys
 
 CLOCK_FILE = "toolkit_clock.json"
 

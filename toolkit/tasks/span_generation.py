@@ -23,8 +23,9 @@ from toolkit.infer.completions import CompletionSpec
 from toolkit.infer.generator import SpanGenerator
 from toolkit.infer.selector import SelectorFit, fit_window_selector, spans_reachable
 from toolkit.models.building import build_causal_model
+from toolkit.registry.saved import ModelMeta
 from toolkit.registry.span_generation import SpanGenerationRecipe
-from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, model_meta, save_model_dir, write_hallucinations
+from toolkit.rundir import PREDICTIONS_FILE, model_meta, save_model_dir, write_hallucinations
 from toolkit.tasks.features import (
     FeatureReport,
     GenerationWindows,

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.registry import RecipeBase
+from toolkit.registry.recipe_loader import dump_recipe, with_params
 from toolkit.registry.recipe_sections import FloatRange
-from toolkit.registry.recipes import dump_recipe, with_params
 from toolkit.rundir import CONFIG_FILE, prepare_run_dir, read_metrics
 from toolkit.tasks import run_recipe
 from toolkit.tasks.training import is_main_process

@@ -21,8 +21,9 @@ from toolkit.evaluate.scorer import score
 from toolkit.infer.tagger import Tagger
 from toolkit.models.building import build_token_model
 from toolkit.models.runtimes import preferred_autocast
+from toolkit.registry.saved import ModelMeta
 from toolkit.registry.token_classification import TokenClassificationRecipe
-from toolkit.rundir import PREDICTIONS_FILE, ModelMeta, model_meta, save_model_dir
+from toolkit.rundir import PREDICTIONS_FILE, model_meta, save_model_dir
 from toolkit.spans.decoding import decode_documents
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.windows import Window

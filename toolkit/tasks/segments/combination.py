@@ -23,7 +23,7 @@ from toolkit.evaluate.ranking import sweep_metrics
 from toolkit.evaluate.thresholds import choose_from_counts, threshold_counts
 from toolkit.spans.overlaps import SpanLike
 from toolkit.spans.segment_decoding import sigmoid
-from toolkit.tasks.stacking import SIGNIFICANCE, fit_stack, gain_test, out_of_fold_logits
+from toolkit.tasks.segments.stacking import SIGNIFICANCE, fit_stack, gain_test, out_of_fold_logits
 
 # Fewer clauses of a label than this cannot show a gain beyond one clause's noise: linear alone.
 MIN_HELD_OUT_CLAUSES = 5

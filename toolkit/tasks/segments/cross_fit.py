@@ -23,39 +23,15 @@ import random
 import shutil
 import statistics
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from toolkit.data.schema import SpanRecord
 from toolkit.models.building import build_segment_model
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
-from toolkit.tasks.features import SegmentWindows
-from toolkit.tasks.flow import Flow, Prepared
-from toolkit.tasks.segment_trainer import encoder_training
+from toolkit.tasks.segments.features import segment_input_features
+from toolkit.tasks.segments.prepared import EvaluationSet, FitEncoder, OutOfFold, ScorerOf, SegmentPrepared
+from toolkit.tasks.segments.trainer import encoder_training
 
 FOLDS_DIR = "folds"
-
-
-@dataclass(frozen=True)
-class OutOfFold:
-    """Per training document, its segments and the logits of the fold encoder that did not train on it; the
-    epochs the served encoder is refit for; and what each fold did."""
-
-    segments: list[list[tuple[int, int]]]
-    encoder: list[np.ndarray]
-    refit_epochs: float
-    report: dict
-
-
-def uses_cross_fitting(recipe: SegmentClassificationRecipe, documents: int) -> bool:
-    """thresholds=cross_fitted on a set small enough for it (segments.cross_fit_max_documents); a larger set
-    holds out a share instead."""
-    s = recipe.segments
-    most = s.cross_fit_max_documents
-    return s.thresholds == "cross_fitted" and (most is None or documents <= most)
 
 
 def assign_folds(documents: int, folds: int, seed: int) -> list[int]:
@@ -69,19 +45,14 @@ def assign_folds(documents: int, folds: int, seed: int) -> list[int]:
 
 
 def cross_fit(
-    flow: Flow,
-    recipe: SegmentClassificationRecipe,
-    run_dir: Path,
-    p: Prepared,
-    records: list[SpanRecord],
-    features: Callable[[list[SpanRecord]], SegmentWindows],
+    recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, fit: FitEncoder, scorer_of: ScorerOf
 ) -> OutOfFold:
-    """Train one encoder per fold of `records` (the training documents `p.train` was built from, in order) and
-    score the documents it left out; `features` builds a fold's evaluation inputs."""
+    """Train one encoder per fold of the training documents (`p.threshold_records`: every one, in the order
+    `p.train` was built from) and score the documents it left out."""
     from transformers import set_seed
 
-    labels = p.labels  # type: ignore[attr-defined]
-    k = min(recipe.segments.encoder_folds, len(records))
+    s, labels, records = recipe.segments, p.labels, p.threshold_records
+    k = min(s.encoder_folds, len(records))
     fold = assign_folds(len(records), k, recipe.seed)
     segments: list = [None] * len(records)
     encoder: list = [None] * len(records)
@@ -92,27 +63,29 @@ def cross_fit(
         held_records = [records[i] for i in held]
         set_seed(recipe.seed)  # every fold's encoder starts as the served one does
         model, _ = build_segment_model(recipe.model, labels)
+        inputs, _ = segment_input_features(
+            p.tokenizer, held_records, labels, s.segment_tokens, s.context_tokens, s.min_overlap
+        )
         part = dataclasses.replace(
             p,
             model=model,
-            train=p.train.subset([n for n, w in enumerate(p.train.windows) if fold[w.doc] != f]),  # type: ignore[attr-defined]
-            evidence=features(held_records),
+            train=p.train.subset([n for n, w in enumerate(p.train.windows) if fold[w.doc] != f]),
+            evaluation=EvaluationSet(held_records, inputs, None, on_dev=False),
             threshold_records=held_records,
             threshold_priors=None,
-            out_of_fold=None,
         )
         fold_dir = run_dir / FOLDS_DIR / f"fold_{f}"
-        trained = Flow.train(flow, recipe, fold_dir, part)  # the fold's encoder alone: no refit, no later stages
+        trained = fit(fold_dir, part)  # the fold's encoder alone: no refit, no later stages
         training_seconds = time.perf_counter() - started
-        scorer = flow.predictor(recipe, part, trained.trainer.model)
+        scorer = scorer_of(part, trained.trainer.model)
         fold_segments, logits = scorer.score_encoder([r.text for r in held_records], recipe.train.eval_batch_size)
-        for i, s, x in zip(held, fold_segments, logits):
-            segments[i], encoder[i] = s, x
+        for i, segs, x in zip(held, fold_segments, logits):
+            segments[i], encoder[i] = segs, x
         shutil.rmtree(fold_dir / "checkpoints", ignore_errors=True)  # scored: its checkpoints are not needed
         folds.append(
             {
                 "documents": len(held),
-                "clauses": {lb: sum(s.label == lb for r in held_records for s in r.spans) for lb in labels},
+                "clauses": {lb: sum(sp.label == lb for r in held_records for sp in r.spans) for lb in labels},
                 **encoder_training(recipe, trained),
                 "training_seconds": round(training_seconds, 1),
                 "scoring_seconds": round(time.perf_counter() - started - training_seconds, 1),

@@ -1,6 +1,6 @@
 """Training documents the segment encoder did not train on (segments.thresholds: held_out or cross_fitted,
 segments.combination: fitted): which ones are held out, the thresholds chosen on them, and the combination with
-the linear prior fitted on them."""
+the linear model fitted on them. The strategies of `evidence.py` call it."""
 
 from __future__ import annotations
 
@@ -12,16 +12,13 @@ import numpy as np
 
 from toolkit.errors import ToolkitError
 from toolkit.infer.decisions import SegmentScores
-from toolkit.infer.segmenter import SegmentClassifier
+from toolkit.infer.segment_classifier import SegmentClassifier
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import load_meta, write_meta
 from toolkit.spans.segment_decoding import probability_logit, segment_targets, sigmoid
-from toolkit.tasks.combination import Combination, HeldOutEvidence, fit_combination
-from toolkit.tasks.flow import Prepared
-from toolkit.tasks.segment_cross_fit import OutOfFold
-from toolkit.tasks.segment_scoring import (
-    best_thresholds,
-)
+from toolkit.tasks.segments.combination import Combination, HeldOutEvidence, fit_combination
+from toolkit.tasks.segments.prepared import Choice, OutOfFold, SegmentPrepared
+from toolkit.tasks.segments.thresholding import best_thresholds
 
 
 def hold_out(n: int, share: float, seed: int) -> tuple[list[int], list[int]]:
@@ -39,7 +36,7 @@ def hold_out(n: int, share: float, seed: int) -> tuple[list[int], list[int]]:
 
 
 def held_out_thresholds(
-    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: Prepared, oof: OutOfFold | None = None
+    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: SegmentPrepared, oof: OutOfFold | None = None
 ) -> tuple[list[float], str]:
     """thresholds=held_out: per-label thresholds with the best Jaccard F1 on the training documents the
     encoder did not train on (with the linear prior's out-of-fold scores of them), so dev only reports;
@@ -57,7 +54,7 @@ def held_out_thresholds(
 
 def fit_held_out_combination(
     recipe: SegmentClassificationRecipe,
-    p: Prepared,
+    p: SegmentPrepared,
     segments: list[list[tuple[int, int]]],
     encoder: list[np.ndarray],
 ) -> tuple[Combination, list[float]]:
@@ -89,37 +86,38 @@ def fit_held_out_combination(
     return combination, best_thresholds(alone, records, p.labels, recipe.eval.jaccard_threshold)
 
 
-def choose_on_training_documents(
-    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: Prepared, model_dir: Path
-) -> tuple[tuple[list[float], str] | None, dict, list[float] | None]:
+def choose_on_held_out(
+    recipe: SegmentClassificationRecipe,
+    classifier: SegmentClassifier,
+    p: SegmentPrepared,
+    oof: OutOfFold | None,
+    model_dir: Path,
+) -> Choice:
     """The saved model's thresholds (and how they were chosen) from the training documents its encoder did not
-    train on, the combination's record, and the encoder alone's thresholds; with combination=fitted the fitted
-    weights are written into `model_dir`'s toolkit.json and set on `classifier`. (None, {}, None) where
-    thresholds are chosen on dev or fixed."""
-    oof: OutOfFold | None = p.out_of_fold
-    if recipe.segments.combination == "fitted":
-        texts = [r.text for r in p.threshold_records]
-        started = time.perf_counter()
-        segments, encoder = (
-            (oof.segments, oof.encoder) if oof else classifier.score_encoder(texts, recipe.train.eval_batch_size)
-        )
-        scored = time.perf_counter()
-        combination, encoder_thresholds = fit_held_out_combination(recipe, p, segments, encoder)
-        # What the stack costs beside the encoder's training (the folds' scoring is in run.cross_fitting).
-        seconds = {"stack": round(time.perf_counter() - scored, 1)}
-        if not oof:
-            seconds["scoring_held_out"] = round(scored - started, 1)
-        write_meta(model_dir, load_meta(model_dir).model_copy(update={"combination": combination.weights}))
-        classifier.combination = combination.weights
-        where = f"scored out of fold by {oof.report['folds']} fold encoders" if oof else "held out of training"
-        how = f"fitted with the combination on {len(texts)} training documents {where}"
-        record = {
-            "combination": combination.report,
-            "combination_note": combination.note(),
-            "encoder_kept": combination.kept,
-            "combination_seconds": seconds,
-        }
-        return (combination.thresholds, how), record, encoder_thresholds
-    if oof or p.threshold_records:
-        return held_out_thresholds(recipe, classifier, p, oof), {}, None
-    return None, {}, None
+    train on (`oof`: the fold encoders' scores of every one; None: the saved encoder scores the held-out share),
+    the combination's record, and the encoder alone's thresholds; with combination=fitted the fitted weights are
+    written into `model_dir`'s toolkit.json and set on `classifier`."""
+    if recipe.segments.combination != "fitted":
+        return Choice(held_out_thresholds(recipe, classifier, p, oof))
+    texts = [r.text for r in p.threshold_records]
+    started = time.perf_counter()
+    segments, encoder = (
+        (oof.segments, oof.encoder) if oof else classifier.score_encoder(texts, recipe.train.eval_batch_size)
+    )
+    scored = time.perf_counter()
+    combination, encoder_thresholds = fit_held_out_combination(recipe, p, segments, encoder)
+    # What the stack costs beside the encoder's training (the folds' scoring is in run.cross_fitting).
+    seconds = {"stack": round(time.perf_counter() - scored, 1)}
+    if not oof:
+        seconds["scoring_held_out"] = round(scored - started, 1)
+    write_meta(model_dir, load_meta(model_dir).model_copy(update={"combination": combination.weights}))
+    classifier.combination = combination.weights
+    where = f"scored out of fold by {oof.report['folds']} fold encoders" if oof else "held out of training"
+    how = f"fitted with the combination on {len(texts)} training documents {where}"
+    record = {
+        "combination": combination.report,
+        "combination_note": combination.note(),
+        "encoder_kept": combination.kept,
+        "combination_seconds": seconds,
+    }
+    return Choice((combination.thresholds, how), record, encoder_thresholds)

@@ -15,31 +15,37 @@ from pathlib import Path
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
-from toolkit.infer.segment_baseline import LINEAR_FILE, LinearSegmentClassifier
-from toolkit.registry.segment_baseline import LinearSegmentsRecipe
+from toolkit.infer.linear_model import LINEAR_FILE, LinearModel
+from toolkit.registry.linear_model import LinearModelRecipe
 from toolkit.rundir import MODEL_DIR, model_meta, start_run_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segments import segment_text
-from toolkit.tasks.bag_of_words import SegmentedDocument, fit_classifier, out_of_fold_scores, segment_documents, stacked
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, RunResult
-from toolkit.tasks.segment_scoring import best_thresholds, score_segment_model, tuning_note
+from toolkit.tasks.segments.linear_model import (
+    SegmentedDocument,
+    fit_classifier,
+    out_of_fold_scores,
+    segment_documents,
+    stacked,
+)
+from toolkit.tasks.segments.thresholding import best_thresholds, score_segment_model, tuning_note
 
 LINEAR = "linear"
 
 
-class LinearSegments(Flow):
+class LinearModelFlow(Flow):
     """The baseline's flow: fit in one step, then the same scoring and files as the encoder's."""
 
-    def plan(self, recipe: LinearSegmentsRecipe) -> dict:
+    def plan(self, recipe: LinearModelRecipe) -> dict:
         return plan_linear(recipe)
 
-    def run(self, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunResult:
+    def run(self, recipe: LinearModelRecipe, run_dir: Path) -> RunResult:
         return run_linear(self, recipe, run_dir)
 
 
 def out_of_fold_thresholds(
-    recipe: LinearSegmentsRecipe, records: list[SpanRecord], documents: list[SegmentedDocument], labels: list[str]
+    recipe: LinearModelRecipe, records: list[SpanRecord], documents: list[SegmentedDocument], labels: list[str]
 ) -> tuple[list[float], str]:
     """Per-label thresholds chosen on the training documents' out-of-fold scores: each fold scored by a model
     fitted on the others, the sweep over all of them, the best Jaccard F1 per label (as `tuned` does on dev).
@@ -52,11 +58,23 @@ def out_of_fold_thresholds(
     return best_thresholds(scores, records, labels, recipe.eval.jaccard_threshold), how
 
 
-def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
+def evidence_strategy(recipe: LinearModelRecipe) -> dict[str, str]:
+    """Where the linear model's thresholds are chosen, and why (the plan's counterpart of the encoder's strategy)."""
+    how = recipe.segments.thresholds
+    why = {
+        "out_of_fold": f"chosen on out-of-fold scores of every training document ({recipe.segments.folds} folds)",
+        "tuned": "chosen on dev, dev figures cross-fitted over its two halves",
+        "fixed": "every label at the default threshold",
+    }[how]
+    return {"name": how, "why": f"segments.thresholds={how}: {why}"}
+
+
+def plan_linear(recipe: LinearModelRecipe) -> dict:
     train, dev = load_splits(recipe.data, recipe.seed)
     labels = labels_to_learn(recipe, train)
     segments = sum(len(segment_text(r.text)) for r in train)
     return {
+        "evidence_strategy": evidence_strategy(recipe),
         "labels": labels,
         "classifier": LINEAR,
         "train": {"documents": len(train), "segments": segments},
@@ -65,7 +83,7 @@ def plan_linear(recipe: LinearSegmentsRecipe) -> dict:
     }
 
 
-def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunResult:
+def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path) -> RunResult:
     """Fit, save and score the linear baseline; the same run directory as every other run."""
     train_records, dev_records = load_splits(recipe.data, recipe.seed)
     labels = labels_to_learn(recipe, train_records)
@@ -80,6 +98,7 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
     # that never fires; it is listed in the plan and the run information, and scores 0 recall.
     absent = [lb for lb, n in positives.items() if not n]
     plan = {
+        "evidence_strategy": evidence_strategy(recipe),
         "labels": labels,
         "classifier": LINEAR,
         "train": {"documents": len(train_records), "segments": len(inputs), "positive_segments": positives},
@@ -98,7 +117,7 @@ def run_linear(flow: Flow, recipe: LinearSegmentsRecipe, run_dir: Path) -> RunRe
     model_dir.mkdir(parents=True, exist_ok=True)
     starts_file = fitted.save_files(model_dir, LINEAR_FILE)
     write_meta(model_dir, meta.model_copy(update={"clause_starts": starts_file}))
-    classifier = LinearSegmentClassifier.load(run_dir)
+    classifier = LinearModel.load(run_dir)
     metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels, chosen=chosen)
     run = {
         "model": LINEAR,

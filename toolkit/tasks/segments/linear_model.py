@@ -13,8 +13,9 @@ import numpy as np
 from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.infer.decisions import SegmentScores
-from toolkit.infer.segment_baseline import LinearSegmentClassifier, segment_inputs
-from toolkit.rundir import ModelMeta, model_meta
+from toolkit.infer.linear_model import LinearModel, segment_inputs
+from toolkit.registry.saved import ModelMeta
+from toolkit.rundir import model_meta
 from toolkit.spans.segment_decoding import probability_logit, segment_starts, segment_targets
 from toolkit.spans.segments import segment_text
 
@@ -97,7 +98,7 @@ def fit_starts(pipeline, inputs: list[str], y: np.ndarray, starts: np.ndarray, s
 
 def fit_classifier(
     documents: list[SegmentedDocument], meta: ModelMeta, seed: int, clause_starts: bool = False
-) -> LinearSegmentClassifier:
+) -> LinearModel:
     """The linear segment model fitted on `documents` (with its clause-start classifiers when asked)."""
     inputs, y = stacked(documents, len(meta.labels))
     pipeline = fit_pipeline(inputs, y, seed)
@@ -105,7 +106,7 @@ def fit_classifier(
     if clause_starts:
         begins = np.asarray([t for d in documents for t in d.starts], dtype=np.int64).reshape(y.shape)
         starts = fit_starts(pipeline, inputs, y, begins, seed)
-    return LinearSegmentClassifier(pipeline, meta, starts)
+    return LinearModel(pipeline, meta, starts)
 
 
 def out_of_fold_scores(
@@ -129,11 +130,11 @@ def out_of_fold_scores(
 
 
 @dataclass
-class LinearPrior:
+class FittedLinearModel:
     """segments.linear_prior: the linear model fitted on every training document (it scores dev and new
     text) and the training documents' out-of-fold logits (what the encoder trains against)."""
 
-    classifier: LinearSegmentClassifier
+    classifier: LinearModel
     train_scores: SegmentScores  # out of fold, with clause starts when asked (fold_starts)
     folds: int
     seconds: float
@@ -148,7 +149,7 @@ class LinearPrior:
         return [logits[i] for i in documents]
 
 
-def fit_linear_prior(
+def fit_linear_model(
     records: list[SpanRecord],
     labels: list[str],
     min_overlap: float,
@@ -157,7 +158,7 @@ def fit_linear_prior(
     task: str,
     clause_starts: bool = False,
     fold_starts: bool = False,
-) -> LinearPrior:
+) -> FittedLinearModel:
     """The linear baseline as the encoder's prior: fitted on all of `records`, and out of fold on each."""
     started = time.perf_counter()
     documents = segment_documents(records, labels, min_overlap)
@@ -166,4 +167,6 @@ def fit_linear_prior(
     meta = model_meta(task=task, labels=labels, multi_label=True)
     # Out-of-fold clause starts are read only where thresholds are chosen on training documents (held_out).
     scores, k = out_of_fold_scores(documents, meta, folds, seed, clause_starts and fold_starts)
-    return LinearPrior(fit_classifier(documents, meta, seed, clause_starts), scores, k, time.perf_counter() - started)
+    return FittedLinearModel(
+        fit_classifier(documents, meta, seed, clause_starts), scores, k, time.perf_counter() - started
+    )

@@ -1,6 +1,7 @@
 """The last step of every segment model (the encoder flow's and the linear baseline's): score dev once,
 choose per-label thresholds and save them with the model, and score with thresholds cross-fitted over
-two halves of dev and CUAD's ranking metrics over the threshold sweep. `retune` does it again later."""
+two halves of dev and CUAD's ranking metrics over the threshold sweep. `choose_thresholds_again` does it again
+later (`toolkit choose-thresholds`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from toolkit.evaluate.thresholds import choose_from_counts, cross_fitted_from_co
 from toolkit.infer.decisions import SegmentDecisions, SegmentScores
 from toolkit.registry.extraction import ExtractionRecipe
 from toolkit.rundir import MODEL_DIR, PREDICTIONS_FILE, load_meta, open_run, read_metrics, records_for, write_meta
-from toolkit.scoring import SCORING
+from toolkit.scoring_defaults import SCORING
 from toolkit.spans.decoding import PredictedSpan
 from toolkit.tasks.flow import RunResult
 
@@ -96,8 +97,8 @@ def score_segment_model(
     thresholds with the model, and score dev with CUAD's ranking metrics over the threshold sweep.
 
     The thresholds are `chosen` elsewhere (thresholds, how), so dev only reports; or fixed; or else chosen on
-    dev (segments.thresholds: tuned, and `toolkit tune`), dev then scored at thresholds cross-fitted over its
-    two halves. `scores`: the classifier's scores of dev, already computed (its last_report timed them)."""
+    dev (segments.thresholds: tuned, and `toolkit choose-thresholds`), dev then scored at thresholds cross-fitted
+    over its two halves. `scores`: the classifier's scores of dev, already computed (its last_report timed them)."""
     e, how = recipe.eval, recipe.segments.thresholds
     texts, golds = [r.text for r in dev_records], [r.spans for r in dev_records]
     scores = classifier.score(texts, batch_size) if scores is None else scores
@@ -107,7 +108,7 @@ def score_segment_model(
         (thresholds, how), reported = chosen, classifier.spans_at(scores, chosen[0])
     elif how == "fixed":
         thresholds, reported, how = classifier.default_thresholds(), fixed, f"fixed at {SCORING.decision_threshold}"
-    else:  # tuned; or `toolkit tune` of a run whose thresholds were chosen on training documents
+    else:  # tuned; or `toolkit choose-thresholds` of a run whose thresholds were chosen on training documents
         thresholds, reported, how = choose_from_counts(counts), crossed, "cross-fitted over two halves of dev"
     # The thresholds travel with the model: eval, export and the service apply them.
     model_dir = run_dir / MODEL_DIR
@@ -186,8 +187,8 @@ def tuning_note(
     }
 
 
-def retune(run_path: Path, data: str | None = None) -> tuple[ExtractionRecipe, RunResult]:
-    """`toolkit tune`: choose a finished segment run's thresholds again on labeled documents (default: its
+def choose_thresholds_again(run_path: Path, data: str | None = None) -> tuple[ExtractionRecipe, RunResult]:
+    """`toolkit choose-thresholds`: choose a finished segment run's thresholds again on labeled documents (default: its
     dev file) with the current grid, save them with the model, and rescore the run (its training record kept)."""
     from toolkit.infer import load_predictor
     from toolkit.tasks import flow_for

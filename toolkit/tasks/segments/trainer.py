@@ -11,13 +11,10 @@ import numpy as np
 from toolkit.infer.decisions import SegmentScores
 from toolkit.registry.segment_classification import HardNegativesConfig, SegmentClassificationRecipe
 from toolkit.spans.segment_decoding import sigmoid
-from toolkit.tasks.features import (
-    SegmentEpochSampler,
-    SegmentWindows,
-    choose_hard_negatives,
-)
-from toolkit.tasks.flow import Prepared, Trained
-from toolkit.tasks.segment_scoring import cross_fitted_summary
+from toolkit.tasks.flow import Trained
+from toolkit.tasks.segments.features import SegmentEpochSampler, SegmentWindows, choose_hard_negatives
+from toolkit.tasks.segments.prepared import SegmentPrepared
+from toolkit.tasks.segments.thresholding import cross_fitted_summary
 from toolkit.tasks.training import steps_per_epoch
 
 # segments.encoder_input=segments: the evaluation key that chooses the checkpoint and stops training.
@@ -157,7 +154,9 @@ def segment_trainer_class():
     return SegmentTrainer
 
 
-def mine_hard_negatives(trainer, p: Prepared, hard: HardNegativesConfig, seed: int) -> tuple[SegmentWindows, dict]:
+def mine_hard_negatives(
+    trainer, p: SegmentPrepared, hard: HardNegativesConfig, seed: int
+) -> tuple[SegmentWindows, dict]:
     """Score a sample of the left-out clause-free training windows with the trained model; return those
     where a segment reaches hard.min_score (highest first, capped) and what was scored and added."""
     from toolkit.spans.segment_decoding import best_segment_probability
@@ -213,7 +212,7 @@ def frozen_cache(recipe: SegmentClassificationRecipe, model):
     top = recipe.model.train_layers
     if top is None or not recipe.segments.cache_frozen_layers:
         return None
-    from toolkit.tasks.frozen_layers import FrozenLayerCache
+    from toolkit.tasks.segments.frozen_layers import FrozenLayerCache
 
     return FrozenLayerCache(model, int(model.config.num_hidden_layers) - top)
 
