@@ -9,7 +9,8 @@ LOCK_NODEPS := requirements/lock-nodeps.txt
 LOCK_MPNET := requirements/lock-mpnet.txt
 LOCK_GEMMA := requirements/lock-gemma.txt
 # The lock is resolved for this Python (CPython on Linux x86-64); `make install LOCKED=0` installs from
-# pyproject.toml's ranges instead, on any Python 3.10+ (untested combinations).
+# pyproject.toml's ranges instead, on any Python 3.11+ (untested combinations; 3.10 lacks the asyncio and
+# tomllib APIs the service and the lock check use, so pyproject.toml declares 3.11).
 LOCK_PYTHON := 3.11
 LOCKED ?= 1
 # The lock pins the CPU build of torch (2.13.0+cpu). The project's machines have it on disk (pip's

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
-import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 import sys
-
 import tomllib
+
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -53,3 +53,44 @@ def test_a_lock_for_another_python_is_reported():
         f"the lock was resolved with Python {LOCK_PYTHON}, this is Python 3.99: run `make lock` with Python 3.99, or "
         f"install with LOCKED=0"
     ]
+
+
+# APIs the package may use only on the Python that added them; the declared lowest Python must have each one used.
+NEWER_APIS = {
+    "asyncio.timeout_at": (3, 11),
+    "asyncio.timeout": (3, 11),
+    "asyncio.TaskGroup": (3, 11),
+    "tomllib": (3, 11),
+}
+
+
+def api_uses(source: str) -> set[str]:
+    """The NEWER_APIS names a module imports or calls (`import tomllib`, `asyncio.timeout_at(...)`)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in NEWER_APIS}
+        elif isinstance(node, ast.ImportFrom) and node.module in NEWER_APIS:
+            found.add(node.module)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            name = f"{node.value.id}.{node.attr}"
+            found |= {name} & set(NEWER_APIS)
+    return found
+
+
+def test_the_declared_python_has_every_api_the_package_uses():
+    lowest = tuple(int(x) for x in PYPROJECT["project"]["requires-python"].removeprefix(">=").split("."))
+    used = {
+        f"{path.relative_to(REPO)}: {name}"
+        for folder in ("toolkit", "scripts", "serving")
+        for path in (REPO / folder).rglob("*.py")
+        for name in api_uses(path.read_text(encoding="utf-8"))
+        if NEWER_APIS[name] > lowest
+    }
+    assert used == set(), f"requires-python is {lowest}, but these need newer: {sorted(used)}"
+    assert api_uses("import tomllib\nasync def f(d):\n    async with asyncio.timeout_at(d):\n        pass\n") == {
+        "tomllib",
+        "asyncio.timeout_at",
+    }
