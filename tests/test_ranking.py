@@ -137,6 +137,7 @@ def test_a_runs_words_equal_the_words_of_its_text(data):
 def _reference_counts(texts, golds, segments, probs, labels, grid, jaccard_threshold, starts):
     """threshold_counts as first written: every run's text read, every pair's union built."""
     from toolkit.evaluate.scorer import word_set
+    from toolkit.spans.content import has_content
     from toolkit.spans.segment_decoding import START_THRESHOLD, segment_runs
 
     def jac(a, b):
@@ -149,6 +150,7 @@ def _reference_counts(texts, golds, segments, probs, labels, grid, jaccard_thres
             begins = starts[d][:, j] >= START_THRESHOLD
             for t_index, t in enumerate(grid):
                 runs = segment_runs(p[:, j] >= t, begins) if len(segs) else []
+                runs = [(a, b) for a, b in runs if has_content(text, segs[a][0], segs[b][1])]
                 psets = [word_set(text[segs[a][0] : segs[b][1]]) for a, b in runs]
                 pairs = sorted(
                     (
@@ -178,3 +180,22 @@ def test_the_threshold_sweep_counts_as_reading_every_runs_text(docs, jaccard_thr
     args = (texts, golds, segments, probs, ["A", "B"], grid, jaccard_threshold)
     fast = threshold_counts(*args, starts=starts)
     assert fast.tolist() == _reference_counts(*args, starts).tolist()
+
+
+def test_spans_without_a_word_are_neither_ranked_nor_counted_in_the_sweep():
+    """The one rule of `spans.content`: a span of punctuation or whitespace is not a proposal."""
+    from toolkit.evaluate.thresholds import threshold_counts
+    from toolkit.spans.decoding import PredictedSpan
+
+    text = "Notice: sixty (60) days. -- ; ..."
+    gold = [[PredictedSpan(8, 24, "A", 1.0)]]
+    hit, dot = PredictedSpan(8, 24, "A", 0.6), PredictedSpan(25, 33, "A", 0.9)  # the dot ranks first
+    with_dot = ranking_metrics([text], gold, [[hit, dot]], bootstrap=0)["per_label"]["A"]
+    assert with_dot == ranking_metrics([text], gold, [[hit]], bootstrap=0)["per_label"]["A"]
+    assert with_dot["predicted"] == 1 and with_dot["aupr"] == 1.0
+    # Segments "Notice: sixty (60) days." and "-- ; ...", both above every threshold, split apart by `starts`:
+    # the second run has no word, so each threshold predicts one span, which matches.
+    segments, probs = [(0, 24), (25, 33)], np.array([[0.9], [0.9]])
+    starts = np.array([[1.0], [1.0]])
+    counts = threshold_counts([text], gold, [segments], [probs], ["A"], grid=(0.5,), starts=[starts])
+    assert counts[0, 0, 0].tolist() == [1, 1, 1]

@@ -776,3 +776,36 @@ def test_serve_settings_cross_the_process_boundary_typed_both_ways(tiny_mlm_arti
     assert (read.max_batch_size, read.max_queue_seconds, read.max_texts) == (4, 3.0, 7)
     with pytest.raises(ToolkitError, match="serve setting workers"):
         service_env(tiny_mlm_artifact, workers=0)
+
+
+DROP = """
+import json, sys
+from toolkit.deploy import serving
+from toolkit.spans.decoding import PredictedSpan
+
+class Model:  # what a model may return: a clause, and a '.' beside it
+    def predict(self, texts, batch_size=None):
+        assert batch_size == serving.SETTINGS.model_batch
+        return [[PredictedSpan(0, 7, "A", 0.9), PredictedSpan(7, 8, "A", 0.8)] for _ in texts]
+
+service = object.__new__(serving.Extraction.inner)  # the service's own code, without loading a model
+service.predictor = Model()
+answers = service._predict(["Patient. ", "Patient. "])
+counted = serving.series().spans_without_content._value.get()
+print(json.dumps({"answers": answers, "counted": counted}))
+"""
+
+
+def test_the_service_leaves_out_spans_without_a_word_and_counts_them(tiny_mlm_artifact):
+    """The answer holds the clause and not the '.', and the Prometheus counter counts the '.' of each document."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TOOLKIT_ARTIFACT": str(tiny_mlm_artifact)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    done = subprocess.run([sys.executable, "-c", DROP], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [[(s["start"], s["end"], s["text"]) for s in doc] for doc in out["answers"]] == [[(0, 7, "Patient")]] * 2
+    assert out["counted"] == 2

@@ -27,6 +27,7 @@ import numpy as np
 
 from toolkit.evaluate.scorer import jaccard, word_set
 from toolkit.scoring_defaults import SCORING
+from toolkit.spans.content import has_content
 from toolkit.spans.overlaps import SpanLike
 
 RECALL_POINTS = (0.8, 0.9)
@@ -43,7 +44,9 @@ def _ranked_hits(
         gsets = [word_set(text[g.start : g.end]) for g in gold if g.label == label]
         gold_per_doc[d] = len(gsets)
         used: set[int] = set()
-        for p in sorted((p for p in pred if p.label == label), key=lambda p: -float(getattr(p, "score", 1.0))):
+        # A span without a word is never returned or scored (`spans.content`): it is not a proposal either.
+        proposals = (p for p in pred if p.label == label and has_content(text, p.start, p.end))
+        for p in sorted(proposals, key=lambda p: -float(getattr(p, "score", 1.0))):
             pset = word_set(text[p.start : p.end])
             best = max(((jaccard(g, pset), i) for i, g in enumerate(gsets) if i not in used), default=(0.0, -1))
             hit = best[0] >= threshold

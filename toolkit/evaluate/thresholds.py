@@ -21,6 +21,7 @@ import numpy as np
 
 from toolkit.evaluate.scorer import jaccard, word_set
 from toolkit.scoring_defaults import SCORING
+from toolkit.spans.content import has_content
 from toolkit.spans.overlaps import SpanLike
 from toolkit.spans.segment_decoding import START_THRESHOLD, segment_runs
 
@@ -139,6 +140,8 @@ def threshold_counts(
             begins = None if starts is None else starts[d][:, j] >= START_THRESHOLD
             for t_index, t in enumerate(grid):
                 runs = segment_runs(p[:, j] >= t, begins) if len(segs) else []
+                # A run without a word is never returned or scored (`spans.content`): not a predicted span here either.
+                runs = [(a, b) for a, b in runs if has_content(text, segs[a][0], segs[b][1])]
                 psets = [run_words(a, b) for a, b in runs]
                 out[j, t_index, d] = (
                     _matches(gsets, psets, jaccard_threshold) if runs and gsets else 0,

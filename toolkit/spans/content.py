@@ -1,6 +1,7 @@
 """A span holds at least one word character: a span of only punctuation or whitespace (a "." beside real
 clauses) is never returned or scored. One rule, used where spans leave the toolkit (`toolkit predict`'s rows,
-the service's answers, `toolkit eval`'s predictions file) and by the scorer, which counts what it dropped.
+the service's answers, `toolkit eval`'s predictions file), by the scorer, which counts what it dropped, and by
+the ranking metrics and threshold sweeps, which do not rank or count such a span.
 Pure: no torch, no I/O."""
 
 from __future__ import annotations
