@@ -94,9 +94,11 @@ def predict_rows(
                 "report it with this document; the others went on",
             )
         ]
-    cut = getattr(predictor, "last_report", {}).get("spans_cut_in_long_documents", {})
+    report = getattr(predictor, "last_report", {})
+    cut, hard = report.get("spans_cut_in_long_documents", {}), report.get("text_cut_in_long_documents", {})
     return [
-        PredictionRow(d, spans, model_id, cut.get(i, 0)) for i, (d, spans) in enumerate(zip(documents, predictions))
+        PredictionRow(d, spans, model_id, cut.get(i, 0), hard.get(i, 0))
+        for i, (d, spans) in enumerate(zip(documents, predictions))
     ]
 
 
@@ -110,7 +112,9 @@ class PredictionRow:
     `encode_row` of the same dict (what Ray's workers send back). Spans without a word are left out and
     counted (`toolkit.spans.content`)."""
 
-    def __init__(self, d: InputDocument, spans: Sequence[PredictedSpan], model_id: str, spans_cut: int = 0):
+    def __init__(
+        self, d: InputDocument, spans: Sequence[PredictedSpan], model_id: str, spans_cut: int = 0, text_cut: int = 0
+    ):
         self.doc = d
         self.spans, contentless = drop_contentless(d.text, spans)
         self.meta = {"source": d.source, **d.meta, "model": model_id}
@@ -118,6 +122,8 @@ class PredictionRow:
             self.meta["spans_without_content"] = contentless
         if spans_cut:  # a long document's span cut where no place to end it came within the bound (spans.streaming)
             self.meta["spans_cut_at_the_memory_bound"] = spans_cut
+        if text_cut:  # its text cut where no tokenizer-safe place came within a piece (one word that long)
+            self.meta["text_cut_without_a_safe_place"] = text_cut
         self.ascii_only = any(_NOT_UTF8.search(v) for v in (d.id, d.text) if isinstance(v, str)) or bool(
             _NOT_UTF8.search(json.dumps(self.meta, ensure_ascii=False))
         )

@@ -116,11 +116,11 @@ class SegmentClassifier(SegmentDecisions, Tagger):
             return sigmoid(encoder_logits)
         return sigmoid(combine_logits(encoder_logits, probability_logit(prior_probabilities), self.combination))
 
-    def long_windows(self, text: str) -> Iterator[Window]:
+    def long_windows(self, text: str, tally: dict | None = None) -> Iterator[Window]:
         if self.meta.segment_tokens is None:
-            return super().long_windows(text)
+            return super().long_windows(text, tally)
         return stream_segment_windows(
-            self.tokenizer, text, self.meta.segment_tokens, self.meta.context_tokens or 0, self.chunk_chars
+            self.tokenizer, text, self.meta.segment_tokens, self.meta.context_tokens or 0, self.chunk_chars, tally
         )
 
     def block_scorer(self, text: str):
@@ -141,7 +141,7 @@ class SegmentClassifier(SegmentDecisions, Tagger):
     def predict_long(self, text: str, batch_size: int = 16, tally: dict | None = None) -> list[PredictedSpan]:
         """One long document's spans (what `predict` gives), in memory bounded by `group_windows`."""
         tally = new_tally() if tally is None else tally
-        groups = self.scored_groups(self.long_windows(text), batch_size, tally)
+        groups = self.scored_groups(self.long_windows(text, tally), batch_size, tally)
         spans, forced = merge_stream(
             text, groups, self.labels, self.thresholds, self.block_scorer(text), self.chunk_chars
         )
@@ -183,7 +183,7 @@ class SegmentClassifier(SegmentDecisions, Tagger):
             starts[i] = None if part.starts is None else part.starts[k]
         tally = new_tally()
         for i in sorted(long):
-            groups = self.scored_groups(self.long_windows(texts[i]), batch_size, tally)
+            groups = self.scored_groups(self.long_windows(texts[i], tally), batch_size, tally)
             segments[i], probabilities[i], starts[i] = score_stream(
                 texts[i], groups, len(self.labels), self.block_scorer(texts[i]), self.chunk_chars
             )

@@ -151,24 +151,31 @@ class Tagger:
             spans[i] = doc_spans
         streamed = new_tally()
         cut: dict[int, int] = {}
+        hard: dict[int, int] = {}
         for i in (i for i, t in enumerate(texts) if len(t) > self.long_document_chars):
-            before = streamed["forced_cuts"]
+            before, hard_before = streamed["forced_cuts"], streamed["hard_cuts"]
             spans[i] = self.predict_long(texts[i], batch_size, streamed)
             if streamed["forced_cuts"] > before:
                 cut[i] = streamed["forced_cuts"] - before
+            if streamed["hard_cuts"] > hard_before:
+                hard[i] = streamed["hard_cuts"] - hard_before
         self.last_report = self.report_since(start, windows, streamed)
         if cut:  # document index -> spans cut where no place to end one came within the bound (toolkit predict's meta)
             self.last_report["spans_cut_in_long_documents"] = cut
+        if (
+            hard
+        ):  # document index -> text cut where no tokenizer-safe place came within a piece (toolkit predict's meta)
+            self.last_report["text_cut_in_long_documents"] = hard
         return spans  # type: ignore[return-value]
 
-    def long_windows(self, text: str) -> Iterator[Window]:
-        """`windows([text])`, one at a time (`toolkit.spans.streaming`)."""
+    def long_windows(self, text: str, tally: dict | None = None) -> Iterator[Window]:
+        """`windows([text])`, one at a time (`toolkit.spans.streaming`; `tally` counts its hard cuts)."""
         stride, max_length = self.meta.stride, self.meta.max_length
         if self.window_limit is not None:
             specials = self.tokenizer.num_special_tokens_to_add()
             content = count_tokens(self.tokenizer, text, self.chunk_chars)
             max_length = fitted_max_length(content, specials, self.window_limit, stride)
-        return stream_windows(self.tokenizer, text, max_length, stride, chunk_chars=self.chunk_chars)
+        return stream_windows(self.tokenizer, text, max_length, stride, chunk_chars=self.chunk_chars, tally=tally)
 
     def scored_groups(
         self, windows: Iterator[Window], batch_size: int, tally: dict
@@ -182,7 +189,8 @@ class Tagger:
     def predict_long(self, text: str, batch_size: int = 16, tally: dict | None = None) -> list[PredictedSpan]:
         """One long document's spans (what `predict` gives), in memory bounded by `group_windows`."""
         tally = new_tally() if tally is None else tally
-        spans, forced = decode_stream(text, self.scored_groups(self.long_windows(text), batch_size, tally), self.space)
+        windows = self.long_windows(text, tally)
+        spans, forced = decode_stream(text, self.scored_groups(windows, batch_size, tally), self.space)
         tally["forced_cuts"] += forced
         return spans
 
@@ -200,5 +208,6 @@ class Tagger:
 
 
 def new_tally() -> dict:
-    """What reading long documents counts: windows, tokens, and spans cut at the memory bound."""
-    return {"windows": 0, "tokens": 0, "forced_cuts": 0}
+    """What reading long documents counts: windows, tokens, spans cut at the memory bound, and text cut where no
+    tokenizer-safe place came within a piece (`spans.streaming.token_pieces`)."""
+    return {"windows": 0, "tokens": 0, "forced_cuts": 0, "hard_cuts": 0}

@@ -43,11 +43,17 @@ def segment_blocks(text: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[list[t
 
 
 def stream_segment_windows(
-    tokenizer, text: str, segment_tokens: int, context_tokens: int, chunk_chars: int = CHUNK_CHARS
+    tokenizer,
+    text: str,
+    segment_tokens: int,
+    context_tokens: int,
+    chunk_chars: int = CHUNK_CHARS,
+    tally: dict | None = None,
 ) -> Iterator[Window]:
-    """The inputs `make_segment_windows(tokenizer, [text], [segment_text(text)], ...)` makes, one at a time."""
+    """The inputs `make_segment_windows(tokenizer, [text], [segment_text(text)], ...)` makes, one at a time
+    (`tally`: see `streaming.token_pieces`)."""
     lead, tail = special_tokens_around(tokenizer)
-    pieces = token_pieces(tokenizer, text, chunk_chars)
+    pieces = token_pieces(tokenizer, text, chunk_chars, tally)
     ids, offsets, words = np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
     base, exhausted = 0, False  # base: the document index of the buffer's first token
 

@@ -5,7 +5,9 @@ held beside its text. Pure: numpy only, no torch, no I/O (the tokenizer is passe
 Every step gives what the whole-document path gives, span for span:
 
 - the text is tokenized in pieces cut only where tokenizing across the cut gives the same tokens as
-  tokenizing each side (checked on the text around each cut), so the pieces' tokens are the document's;
+  tokenizing each side (checked on the text around each cut), so the pieces' tokens are the document's: at
+  whitespace, or in text without it (base64, CJK, minified markup) at another character; where no cut holds
+  within a piece's length (one word longer than that), a hard cut, counted, so no text is read whole;
 - windows start every `max_length - specials - stride` tokens, as the tokenizer's own overflow does;
 - a token's scores come from the window where it sits furthest from an edge (`stitch_windows`), and a
   token is settled once a later window starts after it, since no later window can hold it;
@@ -44,6 +46,8 @@ CHUNK_CHARS = 200_000
 CUT_CHECK_CHARS = 256
 # Tokens a block may hold while no safe cut appears before it is cut anyway (a span that long).
 MAX_PENDING_TOKENS = 200_000
+# Cuts tried at other characters, where a piece's text has no whitespace to cut at (base64, CJK, minified text).
+CHAR_CUT_TRIES = 16
 _CUT = re.compile(r"\s(?=\S)")
 
 
@@ -71,25 +75,49 @@ def _cut_holds(tokenizer, text: str, cut: int) -> bool:
     return whole_ids == left_ids + right_ids and whole_offsets == left_offsets + shifted
 
 
-def _next_cut(tokenizer, text: str, lo: int, chunk_chars: int) -> int:
-    """Where the piece starting at `lo` ends: the last checked cut before lo + chunk_chars (before a
-    whitespace character that a non-space follows), looking further on where none holds."""
+def _char_cuts(text: str, floor: int, target: int) -> Iterator[int]:
+    """Cut candidates in text without whitespace, nearest `target` first: where a letter or digit meets another
+    character (punctuation, CJK, a symbol), then any character."""
+    tried = 0
+    for cut in range(target, floor, -1):
+        if text[cut - 1].isalnum() != text[cut].isalnum() or not text[cut].isascii():
+            yield cut
+            tried += 1
+            if tried == CHAR_CUT_TRIES:
+                break
+    yield from range(target, max(floor, target - CHAR_CUT_TRIES), -1)
+
+
+def _next_cut(tokenizer, text: str, lo: int, chunk_chars: int) -> tuple[int, bool]:
+    """Where the piece starting at `lo` ends, and whether the cut was checked: the last checked cut in the piece's
+    second half, before a whitespace character that a non-space follows; in text without one, at another
+    character; where no cut holds, a hard cut at `lo + chunk_chars` (counted by the caller). The windows overlap
+    by `stride` tokens across every cut, so only the tokens at a hard cut may differ from the whole document's."""
     target = lo + chunk_chars
-    while target < len(text):
-        floor = lo + chunk_chars // 2 if target == lo + chunk_chars else target - chunk_chars
-        candidates = [m.start() for m in _CUT.finditer(text, max(floor, lo + 1), target)]
-        for cut in reversed(candidates[-8:]):  # a handful of tries: a cut that fails here is rare
-            if _cut_holds(tokenizer, text, cut):
-                return cut
-        target += chunk_chars
-    return len(text)
+    if target >= len(text):
+        return len(text), True
+    floor = lo + chunk_chars // 2
+    candidates = [m.start() for m in _CUT.finditer(text, max(floor, lo + 1), target)]
+    for cut in reversed(candidates[-8:]):  # a handful of tries: a cut that fails here is rare
+        if _cut_holds(tokenizer, text, cut):
+            return cut, True
+    for cut in _char_cuts(text, max(floor, lo + 1), target):
+        if _cut_holds(tokenizer, text, cut):
+            return cut, True
+    return target, False
 
 
-def token_pieces(tokenizer, text: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[TokenPiece]:
-    """The document's tokens (no special tokens), a piece at a time, in order."""
+def token_pieces(
+    tokenizer, text: str, chunk_chars: int = CHUNK_CHARS, tally: dict | None = None
+) -> Iterator[TokenPiece]:
+    """The document's tokens (no special tokens), a piece at a time, in order; `tally["hard_cuts"]` counts the
+    cuts where tokenizing across them differs from tokenizing each side (text no tokenizer may cut, e.g. one long
+    word)."""
     lo, word_base = 0, 0
     while lo < len(text):
-        hi = _next_cut(tokenizer, text, lo, chunk_chars)
+        hi, checked = _next_cut(tokenizer, text, lo, chunk_chars)
+        if not checked and tally is not None:
+            tally["hard_cuts"] = tally.get("hard_cuts", 0) + 1
         ids, offsets, word_ids = _encode(tokenizer, text[lo:hi])
         words = np.array([-1 if w is None else w + word_base for w in word_ids], dtype=np.int64)
         if words.size and words.max() >= 0:
@@ -106,9 +134,16 @@ def count_tokens(tokenizer, text: str, chunk_chars: int = CHUNK_CHARS) -> int:
 
 
 def stream_windows(
-    tokenizer, text: str, max_length: int, stride: int, doc: int = 0, chunk_chars: int = CHUNK_CHARS
+    tokenizer,
+    text: str,
+    max_length: int,
+    stride: int,
+    doc: int = 0,
+    chunk_chars: int = CHUNK_CHARS,
+    tally: dict | None = None,
 ) -> Iterator[Window]:
-    """The windows `make_windows(tokenizer, [text], max_length, stride)` makes, one at a time."""
+    """The windows `make_windows(tokenizer, [text], max_length, stride)` makes, one at a time (`tally`: see
+    `token_pieces`)."""
     before, after = special_tokens_around(tokenizer)
     room = max_length - len(before) - len(after)
     step = room - stride
@@ -124,7 +159,7 @@ def stream_windows(
             [None] * len(before) + [None if w < 0 else w for w in words.tolist()] + [None] * len(after),
         )
 
-    for piece in token_pieces(tokenizer, text, chunk_chars):
+    for piece in token_pieces(tokenizer, text, chunk_chars, tally):
         buffered = [np.concatenate(pair) for pair in zip(buffered, (piece.ids, piece.offsets, piece.word_ids))]
         # A window whose end lies inside what is buffered is not the last: more tokens follow it.
         while start + room < buffered[0].size:

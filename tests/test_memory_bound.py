@@ -1,0 +1,109 @@
+"""Memory, measured: a document read through `spans.streaming` peaks at about the same RSS whatever its length,
+for ordinary text and for text without whitespace; a planted fallback to reading the whole document fails the
+same measurement. Each kind of text is read in a process of its own: the shorter document first, then the longer,
+each peak read after its reading (the peak only rises, so the longer one's growth shows)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# Characters of the shorter document; the longer one has GROWTH_FACTOR times as many.
+N_CHARS = 1_000_000
+GROWTH_FACTOR = 4
+# What the longer document's reading may add to the shorter one's peak: a few pieces' tokens, not the document's.
+MAX_GROWTH_MB = 50
+
+READ = r"""
+import base64, json, random, resource, sys
+from tokenizers import Tokenizer
+from toolkit.spans import streaming
+
+
+class Fast:
+    # What spans.streaming asks of a transformers fast tokenizer, over the same Rust tokenizer: importing
+    # transformers (and with it torch) would cost seconds and hundreds of MB before the first reading.
+    def __init__(self, path):
+        self.tok = Tokenizer.from_file(path + "/tokenizer.json")
+
+    def __call__(self, text, add_special_tokens=True, return_offsets_mapping=False):
+        enc = self.tok.encode(text, add_special_tokens=add_special_tokens)
+        return Encoding(enc)
+
+
+class Encoding(dict):
+    def __init__(self, enc):
+        super().__init__(input_ids=enc.ids, offset_mapping=enc.offsets)
+        self.enc = enc
+
+    def word_ids(self):
+        return self.enc.word_ids
+
+tokenizer, kind, planted = sys.argv[1], sys.argv[2], sys.argv[3] == "whole"
+sizes = [int(n) for n in sys.argv[4:]]
+tok = Fast(tokenizer)
+random.seed(0)
+if kind == "contract":
+    sentence = "Either party may terminate this Agreement on thirty (30) days written notice. "
+    longest = (sentence * (max(sizes) // len(sentence) + 1))[: max(sizes)]
+else:  # an attachment pasted as base64: no whitespace at all
+    longest = base64.b64encode(random.randbytes(max(sizes) * 3 // 4 + 3)).decode()[: max(sizes)]
+texts = [longest[:n] for n in sizes]  # every text made before the first peak is read
+if planted:  # the fallback the streaming path exists to avoid: the whole document as one piece
+    streaming._next_cut = lambda tokenizer, text, lo, chunk_chars: (len(text), True)
+list(streaming.stream_windows(tok, longest[:1000], 64, 16, chunk_chars=20_000))  # the tokenizer warmed up
+readings = []
+for text in texts:
+    tally = {}
+    windows = sum(1 for _ in streaming.stream_windows(tok, text, 64, 16, chunk_chars=20_000, tally=tally))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    readings.append({"chars": len(text), "peak_mb": peak, "windows": windows, "hard_cuts": tally.get("hard_cuts", 0)})
+print(json.dumps(readings))
+"""
+
+
+def growth_mb(tokenizer, kind: str, planted: bool = False) -> float:
+    """How much higher the peak RSS is after reading the longer document than after the shorter one."""
+    sizes = (N_CHARS, N_CHARS * GROWTH_FACTOR)
+    done = subprocess.run(
+        [sys.executable, "-c", READ, str(tokenizer), kind, "whole" if planted else "pieces", *map(str, sizes)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    short, long = json.loads(done.stdout.strip().splitlines()[-1])
+    assert long["windows"] > short["windows"] > 0
+    return long["peak_mb"] - short["peak_mb"]
+
+
+@pytest.mark.parametrize("kind", ["contract", "base64"])
+def test_reading_a_document_four_times_as_long_peaks_at_about_the_same_memory(tiny_tokenizer_dir, kind):
+    assert growth_mb(tiny_tokenizer_dir, kind) <= MAX_GROWTH_MB
+
+
+def test_a_planted_fallback_to_the_whole_document_fails_the_memory_bound(tiny_tokenizer_dir):
+    assert growth_mb(tiny_tokenizer_dir, "base64", planted=True) > MAX_GROWTH_MB
+
+
+def test_text_without_whitespace_is_cut_where_the_tokenizer_allows_and_else_cut_hard_and_counted(tiny_tokenizer_dir):
+    import base64
+    import random
+
+    from transformers import AutoTokenizer
+
+    from toolkit.spans.streaming import _encode, token_pieces
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    text = base64.b64encode(random.Random(0).randbytes(60_000)).decode()
+    tally: dict = {}
+    pieces = list(token_pieces(tok, text, 20_000, tally))
+    assert len(pieces) >= 4 and tally == {}  # cut at characters where tokenizing across gives the same tokens
+    assert [i for p in pieces for i in p.ids.tolist()] == _encode(tok, text)[0]
+    word = "x" * 100_000  # one word: no place to cut gives the whole document's tokens
+    pieces = list(token_pieces(tok, word, 20_000, tally))
+    assert len(pieces) == 5 and tally == {"hard_cuts": 4}
+    assert pieces[-1].offsets[-1, 1] == len(word)
