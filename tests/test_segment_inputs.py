@@ -209,9 +209,37 @@ def test_the_frozen_layer_cache_replays_what_the_frozen_layers_compute(tiny_bert
         again = cache.forward(model, {"input_ids": wider, "attention_mask": torch.cat([mask, mask[:, :3] * 0], 1)})
     torch.testing.assert_close(first[mask.bool()], whole[mask.bool()], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(again.logits[:, :5][mask.bool()], whole[mask.bool()], atol=1e-5, rtol=1e-5)
-    assert cache.report() == {"frozen_layers": 1, "inputs_computed": 2, "inputs_replayed": 2}
+    report = cache.report()
+    assert {k: report[k] for k in ("inputs_computed", "inputs_replayed", "hit_rate", "evicted")} == {
+        "inputs_computed": 2,
+        "inputs_replayed": 2,
+        "hit_rate": 0.5,
+        "evicted": 0,
+    }
     # The model is whole again after each call: its own forward pass reads every layer.
     assert len(model.base_model.encoder.layer) == 2
+
+
+def test_the_frozen_layer_cache_stays_within_its_bound_and_recomputes_what_it_evicted(tiny_bert):
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    from toolkit.tasks.segments.frozen_layers import FrozenLayerCache
+
+    torch.manual_seed(0)
+    model = AutoModelForTokenClassification.from_pretrained(str(tiny_bert), num_labels=3).eval()
+    one = 5 * model.config.hidden_size * 4  # one input of 5 tokens' fp32 states
+    cache = FrozenLayerCache(model, frozen=1, max_bytes=2 * one)
+    batches = [torch.tensor([[2, 40 + k, 41, 42, 3]]) for k in range(3)]
+    mask = torch.ones((1, 5), dtype=torch.long)
+    with torch.no_grad():
+        alone = [model(input_ids=ids, attention_mask=mask).logits for ids in batches]
+        for ids in [*batches, batches[0]]:  # the first input is evicted by the third, and computed again
+            out = cache.forward(model, {"input_ids": ids, "attention_mask": mask}).logits
+    torch.testing.assert_close(out, alone[0], atol=1e-5, rtol=1e-5)
+    report = cache.report()
+    assert report["evicted"] == 2 and report["inputs_computed"] == 4 and report["inputs_replayed"] == 0
+    assert cache.bytes <= 2 * one and report["peak_mb"] <= round(2 * one / 2**20, 1) + 0.1
 
 
 def test_a_run_with_frozen_lower_layers_replays_them_and_leaves_them_unchanged(tiny_bert, tmp_path):

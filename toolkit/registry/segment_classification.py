@@ -166,6 +166,15 @@ class SegmentsConfig(SegmentDecisionConfig):
             "evaluations; only the trainable top layers run each step."
         ),
     )
+    frozen_cache_mb: float | None = Field(
+        default=2048,
+        gt=0,
+        description=(
+            "segments.cache_frozen_layers: the most memory the cached hidden states may take; past it the inputs read "
+            "longest ago are evicted and computed again when they come back (None: no bound). The run reports the "
+            "cache's hit rate and evictions."
+        ),
+    )
     evaluation_negatives: int | None = Field(
         default=2000,
         ge=1,

@@ -6,10 +6,15 @@ not changed: for the replayed forward pass its embeddings module is swapped, for
 returns the cached states and its layer list for the trainable top layers, so the model's own attention-mask
 preparation, top layers and head run as they always do. The cached states are computed with the frozen part
 in eval mode (no dropout inside it), and the model that is saved, exported and served is the whole model.
+
+The cache holds at most `max_bytes` of states (segments.frozen_cache_mb): past that, the inputs read longest ago
+are evicted and computed again when they come back, so memory stays bounded on any training set; its report gives
+the hit rate and what was evicted.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from contextlib import contextmanager
 
 from toolkit.errors import ConfigError
@@ -30,9 +35,10 @@ def _trunk(model):
 
 
 class FrozenLayerCache:
-    """Hidden states after the embeddings and the lowest `frozen` layers, one entry per distinct input."""
+    """Hidden states after the embeddings and the lowest `frozen` layers, one entry per distinct input, at most
+    `max_bytes` of them (least recently read evicted first)."""
 
-    def __init__(self, model, frozen: int):
+    def __init__(self, model, frozen: int, max_bytes: int | None = None):
         self.base, self.embeddings, self.layers = _trunk(model)
         if not 0 < frozen < len(self.layers):
             raise ConfigError(
@@ -40,10 +46,12 @@ class FrozenLayerCache:
                 "frozen; there is nothing to cache below a trainable layer",
                 fix="set model.train_layers below the model's layer count, or segments.cache_frozen_layers=false",
             )
-        self.frozen = frozen
-        self.states: dict[tuple[int, ...], object] = {}
-        self.computed = 0  # inputs whose frozen part was run (each once)
+        self.frozen, self.max_bytes = frozen, max_bytes
+        self.states: OrderedDict[tuple[int, ...], object] = OrderedDict()  # least recently read first
+        self.bytes = self.peak_bytes = 0
+        self.computed = 0  # inputs whose frozen part was run (again, after an eviction)
         self.replayed = 0  # inputs served from the cache
+        self.evicted = 0
 
     @contextmanager
     def _swapped(self, embeddings, layers):
@@ -56,7 +64,8 @@ class FrozenLayerCache:
         finally:
             self.base.embeddings, self.base.encoder.layer = saved
 
-    def _compute(self, ids, mask, rows: list[int]) -> None:
+    def _compute(self, ids, mask, rows: list[int]) -> dict[tuple[int, ...], object]:
+        """The frozen part's states of these rows, by input."""
         import torch
 
         lower = list(self.layers[: self.frozen])
@@ -69,10 +78,24 @@ class FrozenLayerCache:
         finally:
             for m, mode in zip((self.embeddings, *lower), modes):
                 m.train(mode)
+        self.computed += len(rows)
+        out = {}
         for row, states in zip(rows, hidden):
             n = int(mask[row].sum())
-            self.states[tuple(ids[row, :n].tolist())] = states[:n].detach().clone()
-        self.computed += len(rows)
+            out[tuple(ids[row, :n].tolist())] = states[:n].detach().clone()
+        return out
+
+    def _keep(self, computed: dict) -> None:
+        """Add computed states, then evict the least recently read until the cache is within its bound."""
+        for key, states in computed.items():
+            if key not in self.states:
+                self.states[key] = states
+                self.bytes += states.numel() * states.element_size()
+        self.peak_bytes = max(self.peak_bytes, self.bytes)
+        while self.max_bytes is not None and self.bytes > self.max_bytes and self.states:
+            _, states = self.states.popitem(last=False)
+            self.bytes -= states.numel() * states.element_size()
+            self.evicted += 1
 
     def forward(self, model, inputs: dict):
         """The model's outputs on `inputs` (input_ids, attention_mask, right-padded), its frozen part replayed."""
@@ -82,18 +105,32 @@ class FrozenLayerCache:
         lengths = mask.sum(dim=1).tolist()
         keys = [tuple(ids[i, :n].tolist()) for i, n in enumerate(lengths)]
         missing = [i for i, k in enumerate(keys) if k not in self.states]
-        if missing:
-            self._compute(ids, mask, missing)
+        computed = self._compute(ids, mask, missing) if missing else {}
         self.replayed += len(keys) - len(missing)
-        first = self.states[keys[0]]
-        hidden = torch.zeros((len(keys), ids.shape[1], first.shape[-1]), dtype=first.dtype, device=first.device)
-        for i, (k, n) in enumerate(zip(keys, lengths)):
-            hidden[i, :n] = self.states[k]
+        for k in keys:
+            if k in self.states:
+                self.states.move_to_end(k)  # read now: the last to be evicted
+        batch = [computed[k] if k in computed else self.states[k] for k in keys]
+        hidden = torch.zeros(
+            (len(keys), ids.shape[1], batch[0].shape[-1]), dtype=batch[0].dtype, device=batch[0].device
+        )
+        for i, (states, n) in enumerate(zip(batch, lengths)):
+            hidden[i, :n] = states
+        self._keep(computed)
         with self._swapped(_Replay(hidden), list(self.layers[self.frozen :])):
             return model(input_ids=ids, attention_mask=mask)
 
-    def report(self) -> dict[str, int]:
-        return {"frozen_layers": self.frozen, "inputs_computed": self.computed, "inputs_replayed": self.replayed}
+    def report(self) -> dict:
+        read = self.computed + self.replayed
+        return {
+            "frozen_layers": self.frozen,
+            "inputs_computed": self.computed,
+            "inputs_replayed": self.replayed,
+            "hit_rate": round(self.replayed / read, 4) if read else None,
+            "evicted": self.evicted,
+            "max_mb": None if self.max_bytes is None else round(self.max_bytes / 2**20, 1),
+            "peak_mb": round(self.peak_bytes / 2**20, 1),
+        }
 
 
 def _replay_class():

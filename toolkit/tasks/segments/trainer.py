@@ -214,7 +214,8 @@ def frozen_cache(recipe: SegmentClassificationRecipe, model):
         return None
     from toolkit.tasks.segments.frozen_layers import FrozenLayerCache
 
-    return FrozenLayerCache(model, int(model.config.num_hidden_layers) - top)
+    mb = recipe.segments.frozen_cache_mb
+    return FrozenLayerCache(model, int(model.config.num_hidden_layers) - top, None if mb is None else int(mb * 2**20))
 
 
 def examples_per_epoch(recipe: SegmentClassificationRecipe, train: SegmentWindows) -> int:
