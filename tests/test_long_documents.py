@@ -127,12 +127,19 @@ def test_a_tagger_reads_long_documents_in_groups_with_the_same_answer(tiny_bert)
 
 
 def test_segment_inputs_stream_as_the_whole_document_makes_them():
+    import base64
+    import random
+
     from toolkit.spans.segment_streaming import stream_segment_windows
     from toolkit.spans.segment_windows import make_segment_windows
     from toolkit.spans.segments import segment_text
 
     tokenizer = load_tokenizer(default_encoder())
-    for text in (PART, PART.replace("\n", " ")[:12_000], "", "  "):
+    # Also one segment of 12,000 characters (no sentence end, no line break) and base64 (no whitespace at all):
+    # only each segment's first tokens and their context are buffered, not the segment whole.
+    giant = "termination notice period " * 460
+    b64 = base64.b64encode(random.Random(0).randbytes(6_000)).decode()
+    for text in (PART, PART.replace("\n", " ")[:12_000], "", "  ", giant, f"Intro. {b64} Outro.\nNext line."):
         for tokens, context in [(96, 16), (8, 3), (4, 0)]:
             expected, _ = make_segment_windows(tokenizer, [text], [segment_text(text)], tokens, context)
             _same_windows(expected, list(stream_segment_windows(tokenizer, text, tokens, context, chunk_chars=301)))

@@ -18,7 +18,7 @@ GROWTH_FACTOR = 4
 MAX_GROWTH_MB = 50
 
 READ = r"""
-import base64, json, random, resource, sys
+import base64, json, random, sys
 from tokenizers import Tokenizer
 from toolkit.spans import streaming
 
@@ -42,8 +42,8 @@ class Encoding(dict):
     def word_ids(self):
         return self.enc.word_ids
 
-tokenizer, kind, planted = sys.argv[1], sys.argv[2], sys.argv[3] == "whole"
-sizes = [int(n) for n in sys.argv[4:]]
+tokenizer, kind, planted, reader = sys.argv[1], sys.argv[2], sys.argv[3] == "whole", sys.argv[4]
+sizes = [int(n) for n in sys.argv[5:]]
 tok = Fast(tokenizer)
 random.seed(0)
 if kind == "contract":
@@ -54,35 +54,68 @@ else:  # an attachment pasted as base64: no whitespace at all
 texts = [longest[:n] for n in sizes]  # every text made before the first peak is read
 if planted:  # the fallback the streaming path exists to avoid: the whole document as one piece
     streaming._next_cut = lambda tokenizer, text, lo, chunk_chars: (len(text), True)
-list(streaming.stream_windows(tok, longest[:1000], 64, 16, chunk_chars=20_000))  # the tokenizer warmed up
+if reader == "segments":  # a segment model's inputs: base64 is one segment, never buffered whole
+    from toolkit.spans.segment_streaming import stream_segment_windows
+    read = lambda text, tally: stream_segment_windows(tok, text, 96, 16, chunk_chars=20_000, tally=tally)
+else:  # a tagger's windows
+    read = lambda text, tally: streaming.stream_windows(tok, text, 64, 16, chunk_chars=20_000, tally=tally)
+list(read(longest[:1000], {}))  # the tokenizer warmed up
 readings = []
 for text in texts:
     tally = {}
-    windows = sum(1 for _ in streaming.stream_windows(tok, text, 64, 16, chunk_chars=20_000, tally=tally))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    windows = sum(1 for _ in read(text, tally))
+    # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over from the parent (pytest, with torch loaded)
+    # across fork and exec, while VmHWM is this process's own peak.
+    status = open("/proc/self/status").read()
+    peak = int(status.split("VmHWM:")[1].split()[0]) / 1024
     readings.append({"chars": len(text), "peak_mb": peak, "windows": windows, "hard_cuts": tally.get("hard_cuts", 0)})
 print(json.dumps(readings))
 """
 
 
-def growth_mb(tokenizer, kind: str, planted: bool = False) -> float:
+def growth_mb(tokenizer, kind: str, planted: bool = False, reader: str = "windows") -> float:
     """How much higher the peak RSS is after reading the longer document than after the shorter one."""
     sizes = (N_CHARS, N_CHARS * GROWTH_FACTOR)
+    mode = "whole" if planted else "pieces"
     done = subprocess.run(
-        [sys.executable, "-c", READ, str(tokenizer), kind, "whole" if planted else "pieces", *map(str, sizes)],
+        [sys.executable, "-c", READ, str(tokenizer), kind, mode, reader, *map(str, sizes)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     short, long = json.loads(done.stdout.strip().splitlines()[-1])
-    assert long["windows"] > short["windows"] > 0
+    assert long["windows"] >= short["windows"] > 0  # (base64 read as segments is one segment: one input)
     return long["peak_mb"] - short["peak_mb"]
 
 
 @pytest.mark.parametrize("kind", ["contract", "base64"])
 def test_reading_a_document_four_times_as_long_peaks_at_about_the_same_memory(tiny_tokenizer_dir, kind):
     assert growth_mb(tiny_tokenizer_dir, kind) <= MAX_GROWTH_MB
+
+
+def test_a_segment_input_buffers_its_first_tokens_not_the_whole_segment(tiny_tokenizer_dir, monkeypatch):
+    """One segment of 50 pieces (no sentence end, no line break): its input is made after reading a piece or
+    two, not all 50 (which would also concatenate the buffer 50 times over)."""
+    from transformers import AutoTokenizer
+
+    from toolkit.spans import segment_streaming
+
+    pulled = []
+
+    def counted(*args, **kwargs):
+        for piece in token_pieces(*args, **kwargs):
+            pulled.append(piece)
+            yield piece
+
+    token_pieces = segment_streaming.token_pieces
+    monkeypatch.setattr(segment_streaming, "token_pieces", counted)
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    text = "either party may terminate on thirty days notice " * 20_000  # 1 MB, one segment
+    windows = segment_streaming.stream_segment_windows(tok, text, 96, 16, chunk_chars=20_000)
+    first = next(windows)
+    assert len(first.input_ids) == 96 + 16 + 2 and len(pulled) <= 2
+    assert list(windows) == [] and len(pulled) <= 2  # the rest of the segment is never read: its input is made
 
 
 def test_a_planted_fallback_to_the_whole_document_fails_the_memory_bound(tiny_tokenizer_dir):

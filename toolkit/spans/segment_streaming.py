@@ -67,9 +67,13 @@ def stream_segment_windows(
         words = np.concatenate([words, piece.word_ids])
 
     for a, b in chain.from_iterable(segment_blocks(text, chunk_chars)):
-        while not exhausted and (not ids.size or offsets[-1, 0] < b):
+        while not exhausted and (not ids.size or offsets[-1, 0] < a):
             pull()
         first = base + int(np.searchsorted(offsets[:, 0], a, "left"))
+        # Only the segment's first segment_tokens tokens and the context after them are read: a segment longer than
+        # that (text without a sentence end or a line break) is never buffered whole.
+        while not exhausted and offsets[-1, 0] < b and base + ids.size < first + segment_tokens + context_tokens:
+            pull()
         last = base + int(np.searchsorted(offsets[:, 0], b, "left"))
         if first >= last:
             continue
