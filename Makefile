@@ -19,7 +19,7 @@ TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-2.13.0+cpu-*),,--extra-index-ur
 TORCH_PIN := torch==2.13.0
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install mpnet gemma demo bento test test-slow lint docs docs-check lock check-lock clean
+.PHONY: install mpnet gemma demo bento test test-slow lint docs docs-check check-records lock check-lock clean
 
 install: $(VENV)/.installed
 
@@ -118,6 +118,11 @@ docs-check: install
 	$(PY) scripts/config_reference.py --check
 	$(PY) scripts/results.py page --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# Every result record is what its generator wrote: its commit in the history, its generated sentence and CI from its
+# own figures, and where its run is on this machine, every field the run gives.
+check-records: install
+	$(PY) scripts/results.py verify
 
 clean:
 	rm -rf $(VENV) .lockenv runs .pytest_cache

@@ -104,6 +104,8 @@ MEASURED = {
     "export_seconds",
     "created",
     "conditions",
+    "commit",  # the checkout each revision ran at (metrics.json's run record)
+    "uncommitted_changes",
 }
 SERVE = """
 import json, sys

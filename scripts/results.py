@@ -12,9 +12,11 @@ is typed by hand.
     python scripts/results.py parity bench/out/long_document_parity_demo.json --table ... --id ... --command ...
     python scripts/results.py page            # rewrite docs/results.md and the README's headline table
     python scripts/results.py page --check    # exit 1 when either differs from the records (a fast test runs it)
+    python scripts/results.py verify          # exit 1 on a record that is not what its generator wrote (CI runs it)
 
-`record` reads the run's metrics.json (nothing is re-scored) and the CPU of the machine it runs on: record a
-run on the machine that trained it, right after it finished.
+`record` reads the run's metrics.json (nothing is re-scored), the commit the run wrote there, and the CPU of the
+machine it runs on: record a run on the machine that trained it, right after it finished. A record keeps the
+generator's sentence (`generated_note`, with the inputs it was made from) apart from the author's `--note`.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from scripts.curve_records import (  # noqa: E402
 )
 from scripts.curve_records import escape as _escape  # noqa: E402
 from scripts.curve_records import seconds_text as _seconds  # noqa: E402
+from scripts.record_notes import commit_problems, field_problems, generated, shallow  # noqa: E402
 from toolkit.hardware import cpu_flags  # noqa: E402  (pure: no torch)
 
 # The figure each task's runs are ranked by, with its CI key, and the figures shown beside it.
@@ -100,7 +103,18 @@ class Record(BaseModel):
     commit: str
     date: str
     headline: bool = False
-    note: str | None = None
+    note: str | None = Field(default=None, description="The author's text (--note), kept apart from the generator's.")
+    generated_note: str | None = Field(
+        default=None, description="The generator's sentence, made from note_inputs (scripts/record_notes.py)."
+    )
+    note_inputs: list[dict] | None = Field(
+        default=None, description="What each sentence of generated_note was made from: its template and inputs."
+    )
+    source: str | None = Field(
+        default=None,
+        description="The run directory the record was made from (relative to the repository where inside it): "
+        "where it is on this machine, `verify` writes the record again from it and compares.",
+    )
     models: dict[str, dict] | None = Field(
         default=None,
         description="A segment run with a linear prior: the linear model alone, the encoder alone and the final "
@@ -156,6 +170,12 @@ def _measured_here(commit: str | None = None, **fields) -> Record:
     )
 
 
+def _relative(path: Path) -> str:
+    """A path as a record keeps it: relative to the repository where inside it."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(resolved)
+
+
 def _notes(*parts: str | None) -> str | None:
     return "; ".join(p for p in parts if p) or None
 
@@ -167,9 +187,15 @@ def _write(r: Record, name: str) -> int:
     return 0
 
 
-def record_from_run(run: Path, table: str, system: str, command: str, commit: str | None) -> Record:
-    """A record of a finished run directory, on this machine."""
+def record_from_run(run: Path, table: str, system: str, command: str) -> Record:
+    """A record of a finished run directory, on this machine, at the commit the run wrote into its metrics.json."""
     metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    commit = metrics["run"].get("commit")
+    if not commit:
+        raise SystemExit(
+            f"{run}/metrics.json names no commit (a run made before runs recorded theirs, or outside a git checkout): "
+            "run it again from the repository, so the record says what code made it"
+        )
     task = (run / "config.yaml").read_text(encoding="utf-8").split("task:", 1)[1].split()[0]
     key, name, shown = METRICS[task]
     summary, ranking = metrics["summary"], metrics.get("ranking") or {}
@@ -178,16 +204,7 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
     combination = metrics["run"].get("combination") or {}
     tested = {k: v["p_value"] for k, v in combination.items() if "p_value" in v}
     kept = {k: tested.get(k) for k, v in sorted(combination.items()) if v["uses"] != "linear"}
-    note = (
-        f"the fitted combination kept the encoder for {len(kept)} of {len(combination)} labels"
-        + (
-            ": " + ", ".join(k if p is None else f"{k} (p {p:.3f})" for k, p in kept.items())
-            if kept
-            else "; every label is the linear model at its out-of-fold threshold"
-        )
-        if combination
-        else None
-    )
+    said = {"template": "combination", "labels": len(combination), "kept": kept} if combination else None
     crossing = metrics["run"].get("cross_fitting")
     if crossing:
         fold_keys = ("documents", "best_epoch", "ended_by", "last_gain", "training_seconds", "scoring_seconds")
@@ -196,19 +213,22 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
             "per_fold": [{k: f[k] for k in fold_keys} for f in crossing["per_fold"]],
         }
     others = {LABELS[k]: values[k] for k in shown if values.get(k) is not None}
+    taught = None
     distilled = metrics["run"].get("distillation")
     if distilled:  # a student: what it learned from and what the teacher's labelling cost
         others |= {
             "unlabelled docs": distilled["unlabelled_documents"],
             "teacher labelling s": distilled["teacher_seconds"],
         }
-        note = _notes(
-            note,
-            f"distilled from {distilled['teacher']} ({distilled['teacher_model']}) at temperature "
-            f"{distilled['temperature']:g}, gold weight {distilled['gold_weight']:g}, on "
-            f"{distilled['labelled_documents']} labelled and {distilled['unlabelled_documents']} unlabelled documents "
-            f"(no dev sentence among them)",
-        )
+        taught = {
+            "template": "distillation",
+            "teacher": distilled["teacher"],
+            "teacher_model": distilled["teacher_model"],
+            "temperature": distilled["temperature"],
+            "gold_weight": distilled["gold_weight"],
+            "labelled": distilled["labelled_documents"],
+            "unlabelled": distilled["unlabelled_documents"],
+        }
     per_label = metrics.get("per_label") or {}
     if task == "token_classification" and 2 <= len(per_label) <= 4:  # e.g. BC5CDR's Chemical and Disease
         others |= {f"{label} F1": row["f1"] for label, row in sorted(per_label.items())}
@@ -224,7 +244,8 @@ def record_from_run(run: Path, table: str, system: str, command: str, commit: st
         train_seconds=metrics["run"].get("train_seconds"),
         inference_seconds=metrics["run"].get("eval_seconds"),
         command=command,
-        note=note,
+        **generated(said, taught),
+        source=_relative(run),
         models=metrics.get("models"),
         encoder_training=metrics["run"].get("encoder_training"),
         encoder_kept=kept if tested else None,
@@ -262,10 +283,9 @@ def serving_record(result: dict, table: str, system: str, command: str, note: st
         },
         documents=result["documents"],
         command=command,
-        note=_notes(
-            f"path {manifest['path']}; {requests} requests, {errors} errors, "
-            f"{differ} answers unlike the single request",
-            note,
+        note=note,
+        **generated(
+            {"template": "serving", "path": manifest["path"], "requests": requests, "errors": errors, "differ": differ}
         ),
     )
 
@@ -291,7 +311,15 @@ def headline_record(
         },
         documents=result["documents"],
         command=command,
-        note=_notes(f"path {result['chosen_path']}; {len(result['rounds'])} rounds, {result['interleave']}", note),
+        note=note,
+        **generated(
+            {
+                "template": "headline",
+                "path": result["chosen_path"],
+                "rounds": len(result["rounds"]),
+                "interleave": result["interleave"],
+            }
+        ),
     )
 
 
@@ -313,10 +341,15 @@ def peak_record(result: dict, table: str, system: str, command: str, commit: str
         },
         documents=result["documents"],
         command=command,
-        note=_notes(
-            f"path {result['path']}; {result['gflop_per_document']} GFLOP a document; {result['rounds']} rounds, "
-            f"peaks {result['peak_per_round']}",
-            note,
+        note=note,
+        **generated(
+            {
+                "template": "peak",
+                "path": result["path"],
+                "gflop_per_document": result["gflop_per_document"],
+                "rounds": result["rounds"],
+                "peak_per_round": result["peak_per_round"],
+            }
         ),
     )
 
@@ -348,7 +381,8 @@ def memory_record(
         documents=row["documents"],
         inference_seconds=row["seconds"],
         command=command,
-        note=_notes(f"{row['failed']} failed", note),
+        note=note,
+        **generated({"template": "memory", "failed": row["failed"]}),
     )
 
 
@@ -371,12 +405,60 @@ def parity_record(result: dict, table: str, system: str, command: str, commit: s
         documents=n,
         inference_seconds=result["seconds_streamed"],
         command=command,
-        note=_notes(
-            f"groups of {result['group_windows']} windows, pieces of {result['chunk_chars']} characters; "
-            f"thresholds {result.get('thresholds')}; whole path {result['seconds_whole']} s",
-            note,
+        note=note,
+        **generated(
+            {
+                "template": "parity",
+                "group_windows": result["group_windows"],
+                "chunk_chars": result["chunk_chars"],
+                "thresholds": result.get("thresholds"),
+                "seconds_whole": result["seconds_whole"],
+            }
         ),
     )
+
+
+# The fields `record` writes from a run directory, compared by `verify` where the run is on this machine.
+REGENERATED = (
+    "metric", "value", "ci95", "others", "documents", "train_seconds", "inference_seconds", "commit",
+    "generated_note", "note_inputs", "models", "encoder_training", "encoder_kept", "encoder_p_values", "cross_fitting",
+)  # fmt: skip
+
+
+def regenerated_problems(r: Record) -> list[str]:
+    """Where the run a record was made from is on this machine: the fields `record` would write that differ."""
+    run = (ROOT / r.source) if r.source else None
+    if run is None or not (run / "metrics.json").is_file() or not (run / "config.yaml").is_file():
+        return []
+    try:
+        again = record_from_run(run, r.table, r.system, r.command)
+    except SystemExit as e:
+        return [f"cannot be written again from {r.source}: {e}"]
+    return [
+        f"{k} is {getattr(r, k)!r}; {r.source} gives {getattr(again, k)!r}"
+        for k in REGENERATED
+        if getattr(r, k) != getattr(again, k)
+    ]
+
+
+def verify(folder: Path = RECORDS) -> list[str]:
+    """One line per problem of any record in `folder`: a commit outside the history, generated fields that do not
+    follow from the record's figures, a field that differs from what its run on this machine gives."""
+    paths = sorted(folder.glob("*.json"))
+    records = {p: Record.model_validate_json(p.read_text(encoding="utf-8")) for p in paths}
+    lines = []
+    if shallow(ROOT):
+        print("a shallow clone: commits are not checked (git fetch --unshallow checks them)", file=sys.stderr)
+        bad = {}
+    else:
+        bad = commit_problems({r.commit for r in records.values()}, ROOT)
+    for path, r in records.items():
+        name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        problems = field_problems(json.loads(path.read_text(encoding="utf-8"))) + regenerated_problems(r)
+        if r.commit in bad:
+            problems.insert(0, f"commit {r.commit}: {bad[r.commit]}")
+        lines += [f"{name}: {p}" for p in problems]
+    return lines
 
 
 def load_records(folder: Path = RECORDS) -> list[Record]:
@@ -472,8 +554,8 @@ def _provenance(rows: list[Record], named: bool = False) -> list[str]:
         f"{i}. {f'{r.system}: ' if named else ''}`{r.command}` (at {r.commit}, {r.date}; {_cpu(r)})"
         for i, r in enumerate(rows, start=1)
     ]
-    notes = [r for r in rows if r.note]
-    return lines + (["", "Notes:", ""] + [f"- {r.system}: {r.note}" for r in notes] + [""] if notes else [""])
+    notes = [(r, _notes(r.generated_note, r.note)) for r in rows if r.generated_note or r.note]
+    return lines + (["", "Notes:", ""] + [f"- {r.system}: {note}" for r, note in notes] + [""] if notes else [""])
 
 
 def _tables(records: list[Record]) -> dict[str, list[Record]]:
@@ -623,7 +705,6 @@ def main() -> int:
     rec.add_argument("--system", required=True)
     rec.add_argument("--command", dest="run_command", required=True, help="the command that made the run")
     rec.add_argument("--id", help="file name (default: the run directory's name)")
-    rec.add_argument("--commit", help="the commit the run was made at (default: HEAD)")
     rec.add_argument("--headline", action="store_true", help="also show it in the README's table")
     rec.add_argument("--note")
     timing = sub.add_parser("timing", help="write bench/results/<id>.json for a measured wall time")
@@ -686,15 +767,23 @@ def main() -> int:
         made.add_argument("--commit", help="the commit it was made at (default: HEAD)")
         made.add_argument("--headline", action="store_true", help="compare: state it as the table's answer")
         made.add_argument("--note")
+    check = sub.add_parser("verify", help="exit 1 on a record that is not what its generator wrote")
+    check.add_argument("--folder", type=Path, default=RECORDS)
     page = sub.add_parser("page", help="rewrite docs/results.md and the README's headline table")
     page.add_argument("--check", action="store_true", help="exit 1 when either is not what the records give")
     args = parser.parse_args()
 
     if args.command == "record":
-        r = record_from_run(args.run, args.table, args.system, args.run_command, args.commit)
-        r.headline = args.headline
-        r.note = _notes(r.note, args.note)
+        r = record_from_run(args.run, args.table, args.system, args.run_command)
+        r.headline, r.note = args.headline, args.note
         return _write(r, args.id or args.run.name)
+
+    if args.command == "verify":
+        problems = verify(args.folder)
+        for line in problems:
+            print(line)
+        print(f"{len(problems)} problems in {len(list(args.folder.glob('*.json')))} records" if problems else "ok")
+        return 1 if problems else 0
 
     if args.command in ("curve", "compare"):
         fields = (
@@ -744,11 +833,16 @@ def main() -> int:
                 **({"steps/epoch": measured["steps_per_epoch"]} if plain_only else {}),
             },
             command=args.run_command,
-            note=_notes(
-                f"{measured['steps']} steps, {measured['real_tokens']} real tokens, {padding:.0%} padding, "
-                f"{'bf16' if measured['bf16'] else 'fp32'}",
-                f"{epoch:.1%} padding over an epoch" if epoch is not None else None,
-                args.note,
+            note=args.note,
+            **generated(
+                {
+                    "template": "throughput",
+                    "steps": measured["steps"],
+                    "real_tokens": measured["real_tokens"],
+                    "padding": padding,
+                    "precision": "bf16" if measured["bf16"] else "fp32",
+                    "epoch_padding": epoch,
+                }
             ),
         )
         return _write(r, args.id)

@@ -165,9 +165,9 @@ def test_a_student_learns_the_teachers_tags_from_the_teacher_alone(tiny_teacher,
     assert "Distilled from the tagger" in card and str(tiny_teacher) in card
 
     # Its results record says what it learned from (scripts/results.py record).
-    record = _results_module().record_from_run(tmp_path / "student", "Set (dev)", "student", "toolkit run", "abc1234")
+    record = _results_module().record_from_run(tmp_path / "student", "Set (dev)", "student", "toolkit run")
     assert record.others["unlabelled docs"] == 6 and record.others["teacher labelling s"] >= 0
-    assert f"distilled from {tiny_teacher}" in record.note
+    assert f"distilled from {tiny_teacher}" in record.generated_note
 
     # The teacher's outputs are cached with the run: labelling them again reads the cache.
     from toolkit.tasks.distillation import label_documents

@@ -113,11 +113,11 @@ def test_a_clause_record_carries_and_renders_its_three_models_and_the_encoder_cu
         "ranking": {"macro": {"aupr": 0.66}},
         "counts": {"documents": 51},
         "models": models,
-        "run": {"train_seconds": 90.0, "eval_seconds": 12.0, "encoder_training": training},
+        "run": {"train_seconds": 90.0, "eval_seconds": 12.0, "encoder_training": training, "commit": "abc1234"},
     }
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     (tmp_path / "config.yaml").write_text("task: segment_classification\n")
-    r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml", "abc1234")
+    r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml")
     assert r.models == models and r.encoder_training == training
     page = results.render_page([r])
     assert "| recipe | encoder | 0.500 (0.400-0.600) | 0.520 (0.400-0.650) | 3 epochs, 90 s, ended by epoch cap" in page
@@ -145,14 +145,15 @@ def test_a_cross_fitted_clause_record_lists_the_kept_labels_with_p_values_and_ea
         "ranking": {"macro": {"aupr": 0.6}},
         "counts": {"documents": 51},
         "models": {"linear": figures, "encoder": figures, "final": figures},
-        "run": {"train_seconds": 225.0, "eval_seconds": 12.0, "encoder_training": training},
+        "run": {"train_seconds": 225.0, "eval_seconds": 12.0, "encoder_training": training, "commit": "abc1234"},
     }
     metrics["run"] |= {"combination": combination, "cross_fitting": crossing}
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     (tmp_path / "config.yaml").write_text("task: segment_classification\n")
-    r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml", "abc1234")
+    r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml")
     assert r.encoder_kept == {"A": 0.01} and r.encoder_p_values == {"A": 0.01, "B": 0.4}
-    assert r.note == "the fitted combination kept the encoder for 1 of 2 labels: A (p 0.010)"
+    assert r.generated_note == "the fitted combination kept the encoder for 1 of 2 labels: A (p 0.010)"
+    assert r.note is None and r.commit == "abc1234"  # the author's text apart; the commit the run wrote
     assert r.cross_fitting["out_of_fold_clauses"] == {"B": 12, "A": 9} and len(r.cross_fitting["per_fold"]) == 3
     assert "clauses" not in r.cross_fitting["per_fold"][0]  # per fold: its size, plateau and cost
     page = results.render_page([r])
@@ -184,7 +185,7 @@ def test_a_serving_record_counts_every_request_that_failed_or_differed(tmp_path)
     r = results.serving_record(result, "BC5CDR (dev)", "mpnet", "serve_bench.py service RUN")
     assert (r.value, r.unit, r.documents) == (210.0, "ms", 100)
     assert r.others == {"p95 ms": 420.0, "docs/s, 1 client": 4.0, "docs/s, 32 clients": 4.0 * 32**0.5}
-    assert r.note == "path onnx_int8; 660 requests, 2 errors, 1 answers unlike the single request"
+    assert r.generated_note == "path onnx_int8; 660 requests, 2 errors, 1 answers unlike the single request"
     assert results._figure(r) == "210 ms" and r.command == "serve_bench.py service RUN"
     with pytest.raises(SystemExit, match="1-client load"):
         results.serving_record({**result, "threads_0_clients_1": _load_row(8, 80, 0, 80, 300.0)}, "t", "s", "c")
@@ -528,3 +529,43 @@ def test_an_entity_table_shows_its_span_f1_pairs_below_its_systems_and_leaves_th
     assert "MiniLM student" in svg and "difference" not in svg
     with pytest.raises(SystemExit, match="--metric 'f1'"):
         results.compare_fields(compare, "ncbi_distill", "ncbi_minilm", "f1")
+
+
+def test_verify_passes_the_records_and_fails_on_a_sentence_that_disagrees_with_its_figures(tmp_path):
+    """CI runs `scripts/results.py verify`: every kept record passes; a planted one whose generated sentence, or
+    the inputs it was made from, or its CI, disagree with its own figures fails, as does a commit not in history."""
+    from scripts.record_notes import field_problems
+
+    assert results.verify() == []
+    source = json.loads((REPO / "bench" / "results" / "confirm_ip_35_cross_fitted.json").read_text())
+    assert field_problems(source) == []
+    said = {**source, "generated_note": source["generated_note"].replace("(p 0.035)", "(p 0.036)")}
+    assert field_problems(said) == [f"generated_note is not what its note_inputs give: {source['generated_note']!r}"]
+    inputs = [{**source["note_inputs"][0], "kept": {"Rofr/Rofo/Rofn": 0.036}}]
+    made = {**source, "note_inputs": inputs, "generated_note": source["generated_note"].replace("0.035", "0.036")}
+    assert field_problems(made) == ["the sentence gives Rofr/Rofo/Rofn p 0.036, encoder_p_values 0.0355"]
+    outside = f"value {source['value']} lies outside its ci95 [0.2, 0.3]"
+    assert field_problems({**source, "ci95": [0.2, 0.3]}) == [outside]
+    restated = {**source, "note": "as the stack said, the fitted combination kept the encoder for 1 of 4 labels"}
+    assert field_problems(restated)[0].startswith("note restates the generated combination sentence")
+    for name, record in (("said", said), ("unknown_commit", {**source, "commit": "0000000"})):
+        (tmp_path / f"{name}.json").write_text(json.dumps(record))
+    lines = results.verify(tmp_path)
+    assert any(
+        line.endswith("said.json: generated_note is not what its note_inputs give: " + repr(source["generated_note"]))
+        for line in lines
+    )
+    assert any(line.endswith("unknown_commit.json: commit 0000000: not a commit of this repository") for line in lines)
+
+
+def test_verify_writes_a_record_again_from_its_run_and_fails_on_an_edited_commit(tiny_segment_run, tmp_path):
+    run = tiny_segment_run.run_dir
+    commit = json.loads((run / "metrics.json").read_text())["run"]["commit"]
+    assert commit, "a run in a git checkout writes the commit it ran at"
+    r = results.record_from_run(run, "Set (dev)", "tiny", "toolkit run demo_segments_mlm.yaml")
+    assert r.commit == commit and r.source
+    (tmp_path / "tiny.json").write_text(r.model_dump_json(indent=1))
+    assert results.verify(tmp_path) == []
+    earlier = results._git("rev-parse", "--short=7", "HEAD~1")  # a real commit: only the run tells it apart
+    (tmp_path / "tiny.json").write_text(r.model_copy(update={"commit": earlier}).model_dump_json(indent=1))
+    assert results.verify(tmp_path) == [f"{tmp_path}/tiny.json: commit is {earlier!r}; {r.source} gives {commit!r}"]

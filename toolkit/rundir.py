@@ -55,6 +55,26 @@ ARTIFACT_FORMAT = 1
 # --- the typed files: toolkit.json and metrics.json ---------------------------------------------
 
 
+def code_commit() -> dict:
+    """The toolkit's commit (short hash) and whether its tracked files differ from it, read from git where the
+    package runs from a checkout; both None elsewhere (an installed wheel). A run's metrics.json carries them, and a
+    result record takes its commit from there."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=7", "HEAD")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "toolkit") if commit else None
+    return {"commit": commit, "uncommitted_changes": None if changed is None else bool(changed)}
+
+
 def model_meta(**fields: Any) -> ModelMeta:
     """toolkit.json's fields as the saved metadata of their task (`Task.meta`): a field another task saves is
     refused."""

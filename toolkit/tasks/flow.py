@@ -14,7 +14,7 @@ from typing import Any
 
 from toolkit.evaluate.reporting import score_table, write_metrics
 from toolkit.registry import RecipeBase
-from toolkit.rundir import MODEL_DIR, start_run_dir, write_train_log
+from toolkit.rundir import MODEL_DIR, code_commit, start_run_dir, write_train_log
 from toolkit.tasks.training import is_main_process, peak_cuda_mib, peak_rss_mib, train_resuming, world_size
 
 
@@ -174,9 +174,10 @@ class Flow:
         raise NotImplementedError
 
     def write(self, recipe: RecipeBase, result: RunResult) -> None:
-        """metrics.json and report.md."""
+        """metrics.json and report.md; the run record carries the commit the code ran at (kept where the record
+        has one already: `toolkit choose-thresholds` keeps the training's)."""
         metrics = {k: v for k, v in result.metrics.items() if k != "run"}
-        write_metrics(result.run_dir, metrics, f"{recipe.name}: dev", result.run)
+        write_metrics(result.run_dir, metrics, f"{recipe.name}: dev", {**code_commit(), **result.run})
 
     def run(self, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
         """Train, save and score one run (None on processes other than rank 0)."""
