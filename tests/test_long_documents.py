@@ -158,8 +158,15 @@ def test_a_segment_model_reads_long_documents_in_groups_with_the_same_answer(tin
     classifier.long_document_chars = 10**12
     whole = classifier.predict(texts, batch_size=1)
     assert any(whole)
+    whole_segments, whole_encoder = classifier.score_encoder(texts, batch_size=1)
     classifier.long_document_chars, classifier.group_windows, classifier.chunk_chars = 0, 3, 257
     assert classifier.predict(texts, batch_size=1) == whole
+    # What training-side scoring reads (the encoder alone, for the combination and held-out thresholds), streamed
+    # too: the same segments and logits (NaN where no token fell in a segment, as the whole path gives).
+    segments, encoder = classifier.score_encoder(texts, batch_size=1)
+    assert segments == whole_segments and classifier.last_report["windows"] > len(texts)
+    for a, b in zip(encoder, whole_encoder):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_a_segment_model_with_a_linear_prior_and_clause_starts_streams_the_same(tiny_bert, tmp_path):

@@ -156,19 +156,36 @@ class SegmentClassifier(SegmentDecisions, Tagger):
     def score_encoder(
         self, texts: Sequence[str], batch_size: int = 16
     ) -> tuple[list[list[tuple[int, int]]], list[np.ndarray]]:
-        """The documents' segments and the encoder's own segment logits (what segments.combination fits)."""
+        """The documents' segments and the encoder's own segment logits (what segments.combination fits); a
+        document longer than `long_document_chars` is read a group of windows at a time, as `score` reads it."""
         start = time.perf_counter()
-        windows = self.windows(texts)
-        out = self.encoder_logits(texts, windows, self.logits(windows, batch_size))
-        self.last_report = self.report_since(start, windows)
-        return out
+        long = {i for i, t in enumerate(texts) if len(t) > self.long_document_chars}
+        short = [i for i in range(len(texts)) if i not in long]
+        short_texts = [texts[i] for i in short]
+        windows = self.windows(short_texts)
+        part = self.encoder_logits(short_texts, windows, self.logits(windows, batch_size))
+        segments: list = [None] * len(texts)
+        encoder: list = [None] * len(texts)
+        for k, i in enumerate(short):
+            segments[i], encoder[i] = part[0][k], part[1][k]
+        tally = new_tally()
+        for i in sorted(long):
+            groups = self.scored_groups(self.long_windows(texts[i], tally), batch_size, tally)
+            segments[i], encoder[i], _ = score_stream(
+                texts[i], groups, len(self.labels), _encoder_alone, self.chunk_chars
+            )
+        self.last_report = self.report_since(start, windows, tally)
+        return segments, encoder
 
     def score(self, texts: Sequence[str], batch_size: int = 16, prior: SegmentScores | None = None) -> SegmentScores:
         """Each document's segments and probabilities. A document longer than `long_document_chars` is scored a
-        group of windows at a time (what is kept is its segments' scores, not its windows'), unless `prior`
-        gives the prior's scores (training documents)."""
+        group of windows at a time (what is kept is its segments' scores, not its windows'); with `prior` (the
+        linear model's scores of training documents), from the encoder's logits read the same way."""
+        if prior is not None:
+            segments, encoder = self.score_encoder(texts, batch_size)
+            return self.scores_from_encoder(texts, segments, encoder, prior)
         start = time.perf_counter()
-        long = set() if prior is not None else {i for i, t in enumerate(texts) if len(t) > self.long_document_chars}
+        long = {i for i, t in enumerate(texts) if len(t) > self.long_document_chars}
         if not long:
             windows = self.windows(texts)
             scores = self.segment_scores(texts, windows, self.logits(windows, batch_size), prior)
@@ -190,3 +207,8 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         self.last_report = self.report_since(start, windows, tally)
         has_starts = self.prior is not None and self.prior.starts is not None
         return SegmentScores(segments, probabilities, starts if has_starts else None)  # type: ignore[arg-type]
+
+
+def _encoder_alone(segments, encoder, before, after) -> tuple[np.ndarray, None]:
+    """A block scorer that keeps the encoder's own segment logits (`score_encoder`'s streamed path)."""
+    return encoder, None
