@@ -139,3 +139,63 @@ def test_a_span_without_a_word_is_not_scored_and_is_counted():
     metrics = score([text], [gold], [preds], bootstrap=0)
     assert metrics["counts"]["spans_without_content"] == 2 and metrics["counts"]["predicted_spans"] == 1
     assert metrics["summary"]["span_precision"] == 1.0
+
+
+def _reference_seqeval(texts, golds, preds):
+    """The seqeval figures as first written: tags over every word of each document."""
+    from bisect import bisect_left, bisect_right
+
+    from seqeval.metrics.v1 import precision_recall_fscore_support
+    from seqeval.scheme import IOB2
+
+    from toolkit.spans.overlaps import max_disjoint
+    from toolkit.spans.words import words
+
+    def tags(text, spans):
+        ws = words(text)
+        starts, ends = [a for a, _ in ws], [b for _, b in ws]
+        out = ["O"] * len(ws)
+        for s in [spans[i] for i in max_disjoint(spans)]:
+            for n, i in enumerate(range(bisect_right(ends, s.start), bisect_left(starts, s.end))):
+                out[i] = ("B-" if n == 0 else "I-") + s.label
+        return out
+
+    p, r, f, _ = precision_recall_fscore_support(
+        [tags(t, list(g)) for t, g in zip(texts, golds)],
+        [tags(t, list(p)) for t, p in zip(texts, preds)],
+        average="micro",
+        scheme=IOB2,
+        zero_division=0,
+    )
+    return {"seqeval_precision": float(p), "seqeval_recall": float(r), "seqeval_f1": float(f)}
+
+
+def test_scoring_a_document_by_its_spans_words_gives_what_reading_every_word_gave():
+    """The scorer holds the words its spans cover, not a long document's every word: the word indices at the
+    spans' ends and the seqeval entities are what the whole word list gave, on random texts and spans."""
+    import random
+
+    from toolkit.evaluate.scorer import _seqeval, _WordIndex
+    from toolkit.spans.decoding import PredictedSpan
+    from toolkit.spans.words import words
+
+    rng = random.Random(0)
+    vocabulary = ["Notice", "sixty", "(60)", "days", ".", "--", "party", "may", "terminate", ";", "x1", " "]
+    for _ in range(300):
+        text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 40)))
+        spans = []
+        for _ in range(2):
+            doc = []
+            for _ in range(rng.randint(0, 6)):
+                a = rng.randint(0, len(text))
+                b = rng.randint(a, min(len(text), a + 40))
+                doc.append(PredictedSpan(a, b, rng.choice("AB"), 1.0))
+            spans.append(doc)
+        gold, pred = spans
+        ws = words(text)
+        ends, starts = [b for _, b in ws], [a for a, _ in ws]
+        positions = [s.start for s in gold + pred], [s.end for s in gold + pred]
+        idx = _WordIndex(text, *positions)
+        assert [idx.first(q) for q in positions[0]] == [sum(e <= q for e in ends) for q in positions[0]]
+        assert [idx.last(q) for q in positions[1]] == [sum(a < q for a in starts) - 1 for q in positions[1]]
+        assert _seqeval([text], [gold], [pred]) == _reference_seqeval([text], [gold], [pred])

@@ -8,9 +8,8 @@ MLM tagger and the CLM generator are scored identically whatever their tokenizer
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +18,7 @@ from toolkit.scoring_defaults import SCORING
 from toolkit.spans.content import drop_contentless
 from toolkit.spans.error_analysis import analyse_errors
 from toolkit.spans.overlaps import SpanLike, max_disjoint
-from toolkit.spans.words import words
+from toolkit.spans.words import iter_words
 
 _ALNUM = re.compile(r"\w+")
 LENGTH_BUCKETS = [(1, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None)]
@@ -63,18 +62,33 @@ def _bucket(n_words: int) -> str:
 
 
 class _WordIndex:
-    def __init__(self, text: str):
-        spans = words(text)
-        self.starts = [a for a, _ in spans]
-        self.ends = [b for _, b in spans]
+    """Word indices (`words`) at the character positions asked, from one pass over the text's words: no list of
+    a document's words is built, so scoring a long document holds its spans, not its words. Written here because
+    a bisect over the whole word list is what this replaces."""
+
+    def __init__(self, text: str, starts: Iterable[int], ends: Iterable[int]):
+        starts, ends = sorted(set(starts)), sorted(set(ends))
+        self._first: dict[int, int] = {}  # position -> words ending at or before it
+        self._before: dict[int, int] = {}  # position -> words starting before it
+        i = j = seen = 0
+        for a, b in iter_words(text):
+            while j < len(ends) and ends[j] <= a:
+                self._before[ends[j]] = seen
+                j += 1
+            while i < len(starts) and starts[i] < b:
+                self._first[starts[i]] = seen
+                i += 1
+            seen += 1
+        self._first |= {q: seen for q in starts[i:]}
+        self._before |= {q: seen for q in ends[j:]}
 
     def first(self, start: int) -> int:
         """Index of the first word ending after `start`."""
-        return bisect_right(self.ends, start)
+        return self._first[start]
 
     def last(self, end: int) -> int:
         """Index of the last word starting before `end`."""
-        return bisect_left(self.starts, end) - 1
+        return self._before[end] - 1
 
     def length(self, start: int, end: int) -> int:
         return max(1, self.last(end) - self.first(start) + 1)
@@ -117,7 +131,7 @@ def count_document(
     c.gold.update(s.label for s in gold)
     c.pred.update(s.label for s in pred)
     pred_keys = {(s.start, s.end, s.label) for s in pred}
-    idx = _WordIndex(text)
+    idx = _WordIndex(text, [s.start for s in (*gold, *pred)], [s.end for s in (*gold, *pred)])
     by_label: dict[str, list[SpanLike]] = defaultdict(list)
     for p in pred:
         by_label[p.label].append(p)
@@ -237,30 +251,51 @@ def _seqeval(
     texts: Sequence[str], golds: Sequence[Sequence[SpanLike]], preds: Sequence[Sequence[SpanLike]]
 ) -> dict[str, float]:
     """seqeval strict IOB2 entity scores on word-level tags (a flat projection: overlapping spans reduced to a largest
-    disjoint set)."""
+    disjoint set). Each document's tags are given for the runs of words some gold or predicted span covers, each run
+    a sequence of its own: no entity crosses an O word, so the entities are the whole document's, and a long
+    document costs its spans' words, not all of its words."""
     # seqeval's strict mode with a scheme is its v1 scorer; asking it once for all three figures parses the
     # entities of every sequence once, not once per figure (the parse is most of a long document's cost).
     from seqeval.metrics.v1 import precision_recall_fscore_support
     from seqeval.scheme import IOB2
 
-    def tags(text, spans):
-        ws = words(text)
-        starts, ends = [a for a, _ in ws], [b for _, b in ws]
-        out = ["O"] * len(ws)
-        flat = [spans[i] for i in max_disjoint(spans)]
-        for s in flat:
-            # The words overlapping the span: words are sorted and disjoint, so they are one range.
-            inside = range(bisect_right(ends, s.start), bisect_left(starts, s.end))
-            for n, i in enumerate(inside):
-                out[i] = ("B-" if n == 0 else "I-") + s.label
-        return out
-
-    y_true = [tags(t, list(g)) for t, g in zip(texts, golds)]
-    y_pred = [tags(t, list(p)) for t, p in zip(texts, preds)]
+    y_true, y_pred = [], []
+    for text, gold, pred in zip(texts, golds, preds):
+        true_runs, pred_runs = _tag_runs(text, list(gold), list(pred))
+        y_true += true_runs
+        y_pred += pred_runs
+    if not y_true:  # no span anywhere: no entity to find or to miss (seqeval's own answer, at zero_division=0)
+        return {"seqeval_precision": 0.0, "seqeval_recall": 0.0, "seqeval_f1": 0.0}
     precision, recall, f1, _ = precision_recall_fscore_support(
         y_true, y_pred, average="micro", scheme=IOB2, zero_division=0
     )
     return {"seqeval_precision": float(precision), "seqeval_recall": float(recall), "seqeval_f1": float(f1)}
+
+
+def _tag_runs(text: str, gold: list[SpanLike], pred: list[SpanLike]) -> tuple[list[list[str]], list[list[str]]]:
+    """One document's gold and predicted IOB2 tags over each run of words a span covers (the words between are O)."""
+    flat = {"gold": [gold[i] for i in max_disjoint(gold)], "pred": [pred[i] for i in max_disjoint(pred)]}
+    every = flat["gold"] + flat["pred"]
+    idx = _WordIndex(text, [s.start for s in every], [s.end for s in every])
+    # The words overlapping a span: words are sorted and disjoint, so they are one range.
+    ranges = {k: [(idx.first(s.start), idx.last(s.end) + 1, s.label) for s in v] for k, v in flat.items()}
+    covered = sorted({(a, b) for v in ranges.values() for a, b, _ in v if b > a})
+    runs: list[list[int]] = []
+    for a, b in covered:
+        if runs and a <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], b)
+        else:
+            runs.append([a, b])
+    out: dict[str, list[list[str]]] = {"gold": [], "pred": []}
+    for lo, hi in runs:
+        for key, spans in ranges.items():
+            tags = ["O"] * (hi - lo)
+            for a, b, label in spans:  # in the flat set's order: a later span's tags overwrite an earlier one's
+                if lo <= a < b <= hi:
+                    for n, i in enumerate(range(a, b)):
+                        tags[i - lo] = ("B-" if n == 0 else "I-") + label
+            out[key].append(tags)
+    return out["gold"], out["pred"]
 
 
 def document_counts(
