@@ -199,3 +199,30 @@ def test_scoring_a_document_by_its_spans_words_gives_what_reading_every_word_gav
         assert [idx.first(q) for q in positions[0]] == [sum(e <= q for e in ends) for q in positions[0]]
         assert [idx.last(q) for q in positions[1]] == [sum(a < q for a in starts) - 1 for q in positions[1]]
         assert _seqeval([text], [gold], [pred]) == _reference_seqeval([text], [gold], [pred])
+
+
+def test_error_analysis_reads_the_words_around_each_pair_as_the_whole_word_list_gave(monkeypatch):
+    """Boundary errors count and quote the words near each pair of spans, not a long document's every word:
+    the verdicts are those of the whole word list (planted back in as the reference), on random documents."""
+    import random
+
+    from toolkit.spans import error_analysis
+    from toolkit.spans.decoding import PredictedSpan
+    from toolkit.spans.words import words
+
+    rng = random.Random(1)
+    vocabulary = ["hereditary", "breast", "cancer", ".", "(", "BRCA1", ")", "the", "x-ray", "  ", "\n"]
+    cases = []
+    for _ in range(300):
+        text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 30)))
+        pair = []
+        for _ in range(2):
+            doc = []
+            for _ in range(rng.randint(0, 5)):
+                a = rng.randint(0, len(text))
+                doc.append(PredictedSpan(a, rng.randint(a, min(len(text), a + 30)), rng.choice("AB"), 1.0))
+            pair.append(doc)
+        cases.append((text, *pair))
+    local = [error_analysis.classify_document(*case) for case in cases]
+    monkeypatch.setattr(error_analysis, "words_around", lambda text, a, b: words(text))
+    assert local == [error_analysis.classify_document(*case) for case in cases]

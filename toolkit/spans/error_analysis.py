@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolkit.spans.overlaps import SpanLike
-from toolkit.spans.words import words
+from toolkit.spans.words import words_around
 
 KINDS = (
     "start late",
@@ -87,8 +87,6 @@ class SpanVerdict:
 def classify_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLike]) -> list[SpanVerdict]:
     """A verdict for every predicted and every gold span of one document. `analyse_errors` counts
     these, and `toolkit review` colours spans by them."""
-    spans = words(text)
-    starts, ends = [s for s, _ in spans], [e for _, e in spans]
     gold_keys = {(g.start, g.end, g.label) for g in gold}
     pred_keys = {(p.start, p.end, p.label) for p in pred}
     out = [
@@ -124,6 +122,8 @@ def classify_document(text: str, gold: Sequence[SpanLike], pred: Sequence[SpanLi
         elif len(pred_index.overlapping(hits[0])) > 1:
             out.append(SpanVerdict("pred", p.start, p.end, p.label, "split span"))  # per fragment
         else:
+            spans = words_around(text, min(hits[0].start, p.start), max(hits[0].end, p.end))
+            starts, ends = [s for s, _ in spans], [e for _, e in spans]
             kind, n, (side, idx) = _boundary_kind(hits[0], p, starts, ends)
             out.append(
                 SpanVerdict(
