@@ -11,7 +11,10 @@ runs it, under `/usr/bin/time -v` (the kernel's peak resident set size of the pr
 - `split_<N>mb`: the same N MB as 1,000 documents of one JSONL file (the throughput a long document is
   held to);
 - `jsonl_<N>mb`: one JSONL record of N MB (one line);
-- `pdf_<P>pages`: a PDF of P pages, about 2,000 characters each (one document).
+- `pdf_<P>pages`: a PDF of P pages, about 2,000 characters each (one document);
+- `base64_<N>mb`: one .txt document of N MB of base64 (an attachment pasted as text: no whitespace at all);
+- `cjk_<N>mb`: one .txt document of N MB of CJK text without spaces or line breaks (a contract's clauses in
+  Chinese, repeated).
 
 Each case prints one JSON line (peak RSS, seconds, characters per second, spans written); all go to --out
 with the CPU's model and flags.
@@ -46,6 +49,28 @@ def contract_text(size: int, data: Path) -> str:
     return (whole * (size // len(whole) + 1))[:size]
 
 
+# Chinese contract wording, written for this benchmark: clauses without spaces, as CJK text is written.
+CJK_CLAUSES = (
+    "本协议任何一方可提前三十日书面通知对方终止本协议。",
+    "甲方应在收到发票后六十日内支付全部款项。",
+    "本协议受中华人民共和国法律管辖并依其解释。",
+    "未经对方书面同意任何一方不得转让本协议项下的权利和义务。",
+)
+
+
+def base64_text(size: int) -> str:
+    """`size` characters of base64 (random bytes, seeded): one word of letters, digits, + and /."""
+    import base64
+    import random
+
+    return base64.b64encode(random.Random(0).randbytes(size * 3 // 4 + 3)).decode()[:size]
+
+
+def cjk_text(size: int) -> str:
+    whole = "".join(CJK_CLAUSES)
+    return (whole * (size // len(whole) + 1))[:size]
+
+
 def run_predict(model: Path, source: Path, out: Path) -> dict:
     """One `toolkit predict` process: its peak RSS (kernel's figure), wall seconds, and what it wrote."""
     command = ["/usr/bin/time", "-v", str(ROOT / ".venv" / "bin" / "toolkit"), "predict", str(model), str(source)]
@@ -77,6 +102,8 @@ def main() -> None:
     parser.add_argument("--split", type=float, nargs="*", default=[20], help="sizes also read as 1,000 documents")
     parser.add_argument("--jsonl", type=float, nargs="*", default=[51], help="single-record JSONL files, MB")
     parser.add_argument("--pdf-pages", type=int, nargs="*", default=[5000])
+    parser.add_argument("--base64", type=float, nargs="*", default=[], help="single base64 documents, MB")
+    parser.add_argument("--cjk", type=float, nargs="*", default=[], help="single CJK documents without spaces, MB")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "long_document.json")
     args = parser.parse_args()
@@ -87,15 +114,22 @@ def main() -> None:
         + [(f"split_{s:g}mb", "split", s) for s in args.split]
         + [(f"jsonl_{s:g}mb", "jsonl", s) for s in args.jsonl]
         + [(f"pdf_{p}pages", "pdf", p) for p in args.pdf_pages]
+        + [(f"base64_{s:g}mb", "base64", s) for s in args.base64]
+        + [(f"cjk_{s:g}mb", "cjk", s) for s in args.cjk]
     )
     with tempfile.TemporaryDirectory() as tmp:
         for name, kind, size in cases:
-            source = Path(tmp) / f"{name}.{'pdf' if kind == 'pdf' else 'txt' if kind == 'txt' else 'jsonl'}"
+            suffix = "pdf" if kind == "pdf" else "txt" if kind in ("txt", "base64", "cjk") else "jsonl"
+            source = Path(tmp) / f"{name}.{suffix}"
             if kind == "pdf":
                 from document_files import make_pdf
 
                 page = contract_text(2_000, args.data).replace("\r", "")
                 make_pdf(source, [page] * int(size))
+            elif kind in ("base64", "cjk"):
+                text = (base64_text if kind == "base64" else cjk_text)(int(size * MB))
+                source.write_text(text, encoding="utf-8")
+                del text
             else:
                 text = contract_text(int(size * MB), args.data)
                 if kind == "txt":
