@@ -26,6 +26,23 @@ OVERFIT_FIVE = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_as_the_session_began():
+    """An export or a service started in-process sets torch's threads to the free cores it measured
+    (`hardware.fit_threads`): put them back after each test, so a later test in the same worker trains with the
+    threads the session began with (OMP_NUM_THREADS=1 under `make test`), not with what the load allowed then."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        wanted = before or int(os.environ.get("OMP_NUM_THREADS") or 0) or None
+        if wanted and torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)
+
+
 class _ToolkitMain:
     """`toolkit` as its console script runs it (`toolkit.cli.main`: user errors printed, exit 1), in the
     shape click's CliRunner invokes."""
