@@ -104,6 +104,12 @@ MEASURED = {
     "export_seconds",
     "created",
     "conditions",
+    # the segment method's stages (a fold's training and scoring, the stack, scoring held-out documents)
+    "training_seconds",
+    "scoring_seconds",
+    "folds_seconds",
+    "stack",
+    "scoring_held_out",
     "commit",  # the checkout each revision ran at (metrics.json's run record)
     "uncommitted_changes",
 }
