@@ -170,28 +170,33 @@ def _reference_seqeval(texts, golds, preds):
     return {"seqeval_precision": float(p), "seqeval_recall": float(r), "seqeval_f1": float(f)}
 
 
+def _random_documents(seed: int, vocabulary: list[str], most_words: int, least_words: int, most_spans: int, width: int):
+    """300 random (text, gold, predicted) documents: words of `vocabulary`, spans of labels A and B anywhere."""
+    import random
+
+    from toolkit.spans.decoding import PredictedSpan
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(least_words, most_words)))
+        pair = []
+        for _ in range(2):
+            doc = []
+            for _ in range(rng.randint(0, most_spans)):
+                a = rng.randint(0, len(text))
+                doc.append(PredictedSpan(a, rng.randint(a, min(len(text), a + width)), rng.choice("AB"), 1.0))
+            pair.append(doc)
+        yield text, *pair
+
+
 def test_scoring_a_document_by_its_spans_words_gives_what_reading_every_word_gave():
     """The scorer holds the words its spans cover, not a long document's every word: the word indices at the
     spans' ends and the seqeval entities are what the whole word list gave, on random texts and spans."""
-    import random
-
     from toolkit.evaluate.scorer import _seqeval, _WordIndex
-    from toolkit.spans.decoding import PredictedSpan
     from toolkit.spans.words import words
 
-    rng = random.Random(0)
     vocabulary = ["Notice", "sixty", "(60)", "days", ".", "--", "party", "may", "terminate", ";", "x1", " "]
-    for _ in range(300):
-        text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 40)))
-        spans = []
-        for _ in range(2):
-            doc = []
-            for _ in range(rng.randint(0, 6)):
-                a = rng.randint(0, len(text))
-                b = rng.randint(a, min(len(text), a + 40))
-                doc.append(PredictedSpan(a, b, rng.choice("AB"), 1.0))
-            spans.append(doc)
-        gold, pred = spans
+    for text, gold, pred in _random_documents(0, vocabulary, 40, 0, 6, 40):
         ws = words(text)
         ends, starts = [b for _, b in ws], [a for a, _ in ws]
         positions = [s.start for s in gold + pred], [s.end for s in gold + pred]
@@ -204,25 +209,11 @@ def test_scoring_a_document_by_its_spans_words_gives_what_reading_every_word_gav
 def test_error_analysis_reads_the_words_around_each_pair_as_the_whole_word_list_gave(monkeypatch):
     """Boundary errors count and quote the words near each pair of spans, not a long document's every word:
     the verdicts are those of the whole word list (planted back in as the reference), on random documents."""
-    import random
-
     from toolkit.spans import error_analysis
-    from toolkit.spans.decoding import PredictedSpan
     from toolkit.spans.words import words
 
-    rng = random.Random(1)
     vocabulary = ["hereditary", "breast", "cancer", ".", "(", "BRCA1", ")", "the", "x-ray", "  ", "\n"]
-    cases = []
-    for _ in range(300):
-        text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 30)))
-        pair = []
-        for _ in range(2):
-            doc = []
-            for _ in range(rng.randint(0, 5)):
-                a = rng.randint(0, len(text))
-                doc.append(PredictedSpan(a, rng.randint(a, min(len(text), a + 30)), rng.choice("AB"), 1.0))
-            pair.append(doc)
-        cases.append((text, *pair))
+    cases = list(_random_documents(1, vocabulary, 30, 1, 5, 30))
     local = [error_analysis.classify_document(*case) for case in cases]
     monkeypatch.setattr(error_analysis, "words_around", lambda text, a, b: words(text))
     assert local == [error_analysis.classify_document(*case) for case in cases]

@@ -127,9 +127,12 @@ class _Checked:
     paths: dict[str, dict]
     problems: dict[str, list[str]]
     predictors: dict
-    texts: list[str]
     reference_f1: float
     timed: list[str] = field(default_factory=list)
+
+    @property
+    def texts(self) -> list[str]:
+        return [r.text for r in self.records]
 
 
 def _build_paths(run: Run, wanted: list[str], tmp: Path) -> dict[str, tuple[Path, dict]]:
@@ -164,7 +167,7 @@ def _check_parity(
         source_path = PATHS[name].made_from
         if source_path and problems.get(source_path):
             problems[name] = [*problems[name], f"made from the {source_path} graph, which failed its gate"]
-    return _Checked(records, parity, paths, problems, predictors, texts, reference_f1)
+    return _Checked(records, parity, paths, problems, predictors, reference_f1)
 
 
 def _time_and_choose(run: Run, requested: str, built: dict, checked: _Checked) -> str:

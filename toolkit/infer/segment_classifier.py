@@ -156,57 +156,52 @@ class SegmentClassifier(SegmentDecisions, Tagger):
     def score_encoder(
         self, texts: Sequence[str], batch_size: int = 16
     ) -> tuple[list[list[tuple[int, int]]], list[np.ndarray]]:
-        """The documents' segments and the encoder's own segment logits (what segments.combination fits); a
-        document longer than `long_document_chars` is read a group of windows at a time, as `score` reads it."""
+        """The documents' segments and the encoder's own segment logits (what segments.combination fits), read as
+        `score` reads them."""
+        segments, encoder, _ = self._read(
+            texts, batch_size, lambda *read: (*self.encoder_logits(*read), None), lambda text: _encoder_alone
+        )
+        return segments, encoder
+
+    def score(self, texts: Sequence[str], batch_size: int = 16, prior: SegmentScores | None = None) -> SegmentScores:
+        """Each document's segments and probabilities; with `prior` (the linear model's scores of training
+        documents), from the encoder's logits combined with those."""
+        if prior is not None:
+            segments, encoder = self.score_encoder(texts, batch_size)
+            return self.scores_from_encoder(texts, segments, encoder, prior)
+
+        def whole(*read):
+            scores = self.segment_scores(*read)
+            return scores.segments, scores.probabilities, scores.starts
+
+        segments, probabilities, starts = self._read(texts, batch_size, whole, self.block_scorer)
+        has_starts = self.prior is not None and self.prior.starts is not None
+        return SegmentScores(segments, probabilities, starts if has_starts else None)  # type: ignore[arg-type]
+
+    def _read(self, texts: Sequence[str], batch_size: int, whole, block_scorer) -> tuple[list, list, list]:
+        """(segments, per-segment values, clause starts) of each document: the short ones read together by
+        `whole(texts, windows, logits)`, one longer than `long_document_chars` a group of windows at a time
+        through `block_scorer(text)` (what is kept is its segments' values, not its windows')."""
         start = time.perf_counter()
         long = {i for i, t in enumerate(texts) if len(t) > self.long_document_chars}
         short = [i for i in range(len(texts)) if i not in long]
         short_texts = [texts[i] for i in short]
         windows = self.windows(short_texts)
-        part = self.encoder_logits(short_texts, windows, self.logits(windows, batch_size))
+        part_segments, part_values, part_starts = whole(short_texts, windows, self.logits(windows, batch_size))
         segments: list = [None] * len(texts)
-        encoder: list = [None] * len(texts)
+        values: list = [None] * len(texts)
+        starts: list = [None] * len(texts)
         for k, i in enumerate(short):
-            segments[i], encoder[i] = part[0][k], part[1][k]
+            segments[i], values[i] = part_segments[k], part_values[k]
+            starts[i] = None if part_starts is None else part_starts[k]
         tally = new_tally()
         for i in sorted(long):
             groups = self.scored_groups(self.long_windows(texts[i], tally), batch_size, tally)
-            segments[i], encoder[i], _ = score_stream(
-                texts[i], groups, len(self.labels), _encoder_alone, self.chunk_chars
+            segments[i], values[i], starts[i] = score_stream(
+                texts[i], groups, len(self.labels), block_scorer(texts[i]), self.chunk_chars
             )
         self.last_report = self.report_since(start, windows, tally)
-        return segments, encoder
-
-    def score(self, texts: Sequence[str], batch_size: int = 16, prior: SegmentScores | None = None) -> SegmentScores:
-        """Each document's segments and probabilities. A document longer than `long_document_chars` is scored a
-        group of windows at a time (what is kept is its segments' scores, not its windows'); with `prior` (the
-        linear model's scores of training documents), from the encoder's logits read the same way."""
-        if prior is not None:
-            segments, encoder = self.score_encoder(texts, batch_size)
-            return self.scores_from_encoder(texts, segments, encoder, prior)
-        start = time.perf_counter()
-        long = {i for i, t in enumerate(texts) if len(t) > self.long_document_chars}
-        if not long:
-            windows = self.windows(texts)
-            scores = self.segment_scores(texts, windows, self.logits(windows, batch_size), prior)
-            self.last_report = self.report_since(start, windows)
-            return scores
-        short = [i for i in range(len(texts)) if i not in long]
-        windows = self.windows([texts[i] for i in short])
-        part = self.segment_scores([texts[i] for i in short], windows, self.logits(windows, batch_size))
-        segments, probabilities, starts = [None] * len(texts), [None] * len(texts), [None] * len(texts)
-        for k, i in enumerate(short):
-            segments[i], probabilities[i] = part.segments[k], part.probabilities[k]
-            starts[i] = None if part.starts is None else part.starts[k]
-        tally = new_tally()
-        for i in sorted(long):
-            groups = self.scored_groups(self.long_windows(texts[i], tally), batch_size, tally)
-            segments[i], probabilities[i], starts[i] = score_stream(
-                texts[i], groups, len(self.labels), self.block_scorer(texts[i]), self.chunk_chars
-            )
-        self.last_report = self.report_since(start, windows, tally)
-        has_starts = self.prior is not None and self.prior.starts is not None
-        return SegmentScores(segments, probabilities, starts if has_starts else None)  # type: ignore[arg-type]
+        return segments, values, starts
 
 
 def _encoder_alone(segments, encoder, before, after) -> tuple[np.ndarray, None]:

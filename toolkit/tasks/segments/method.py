@@ -92,7 +92,8 @@ class SegmentClassification(Flow):
         n = len(all_train_records)
         strategy = choose_strategy(recipe, n)
         held = set(strategy.held)
-        train_records = [r for i, r in enumerate(all_train_records) if i not in held]
+        kept = [i for i in range(n) if i not in held]
+        train_records = [all_train_records[i] for i in kept]
         threshold_records = filter_labels([all_train_records[i] for i in strategy.scored], labels)
         model, tokenizer = build_segment_model(recipe.model, labels)
         inputs = Inputs(recipe, tokenizer, labels)
@@ -104,14 +105,12 @@ class SegmentClassification(Flow):
                 "linear_prior": {"folds": min(s.folds, n), "fitted": "when the run starts, not by --dry-run"}
             }
         elif s.linear_prior:
-            fitted = fit_linear_on_training(
-                recipe, filter_labels(all_train_records, labels), labels, bool(strategy.scored)
-            )
+            labelled = filter_labels(all_train_records, labels)
+            fitted = fit_linear_on_training(recipe, labelled, labels, bool(strategy.scored))
             linear_plan = {"linear_prior": {"folds": fitted.folds, "seconds": round(fitted.seconds, 1)}}
             if not inputs.segment_inputs:  # windows read the linear model's logits while they train
-                kept = [i for i in range(n) if i not in held]
-                train = train.with_priors(fitted.train_logits_of(kept))
-                left_out = left_out.with_priors(fitted.train_logits_of(kept))
+                kept_logits = fitted.train_logits_of(kept)
+                train, left_out = train.with_priors(kept_logits), left_out.with_priors(kept_logits)
                 texts = [r.text for r in dev_records]
                 dev = dev.with_priors(fitted.classifier.logits(texts, [segment_text(t) for t in texts]))
         threshold_priors = fitted.train_scores.subset(strategy.scored) if fitted else None
@@ -126,10 +125,7 @@ class SegmentClassification(Flow):
         linear_thresholds = None
         if fitted is not None and s.combination == "fitted":
             # What a label falls back to: the linear model's out-of-fold thresholds over every training document.
-            prior_records = filter_labels(all_train_records, labels)
-            linear_thresholds = best_thresholds(
-                fitted.train_scores, prior_records, labels, recipe.eval.jaccard_threshold
-            )
+            linear_thresholds = best_thresholds(fitted.train_scores, labelled, labels, recipe.eval.jaccard_threshold)
         per_epoch = examples_per_epoch(recipe, train)
         plan = {
             "evidence_strategy": strategy.describe(),
