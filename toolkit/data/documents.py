@@ -192,7 +192,7 @@ def read_documents(
         return
     reader = {".txt": _txt, ".pdf": _pdf, ".docx": _docx}[suffix]
     text, meta = reader(path)
-    if not text.strip():
+    if not text or text.isspace():  # not text.strip(): that copies a long document
         raise DocumentError("no text", "the file is empty or holds only whitespace")
     yield InputDocument(id=str(path), text=text, source=str(path), meta={"format": suffix[1:], **meta})
 
@@ -261,7 +261,7 @@ def _jsonl(
             )
             continue
         rid = obj.get("id", where)
-        if not obj["text"].strip():
+        if not obj["text"] or obj["text"].isspace():
             yield str(rid), DocumentError(f"line {n}: 'text' is empty", "remove the record, or give it text")
             continue
         yield InputDocument(id=str(rid), text=obj["text"], source=str(path), meta={"format": "jsonl", "line": n})

@@ -17,15 +17,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.data.documents import count_documents, display_name, list_sources
+from toolkit.data.documents import InputDocument, count_documents, display_name, list_sources
 from toolkit.errors import ToolkitError
 from toolkit.infer.rows import (
     CHARS_PER_SLOT,
     PredictionRow,
     batched_rows,
     encode_row,
-    extract_file,
     failure_row,
+    file_items,
     model_id_of,
 )
 
@@ -36,11 +36,15 @@ def local_rows(model: Path, files: list[Path], done: frozenset, batch_size: int)
     from toolkit.infer import load_predictor
 
     predictor = load_predictor(model)
-    documents = ReadAhead((row for path in files for row in extract_file(str(path), done)), batch_size * CHARS_PER_SLOT)
+    documents = ReadAhead((item for path in files for item in file_items(str(path), done)), batch_size * CHARS_PER_SLOT)
     try:
         yield from batched_rows(documents, predictor, model_id_of(model), batch_size, ready=documents.ready)
     finally:
         documents.close()
+
+
+def row_chars(row: InputDocument | str) -> int:
+    return len(row.text) if isinstance(row, InputDocument) else len(row)
 
 
 class ReadAhead:
@@ -51,7 +55,7 @@ class ReadAhead:
     Our own, on `threading`: the standard queue bounds items, not their size, and one item here can be
     a whole document."""
 
-    def __init__(self, rows: Iterator[str], max_chars: int):
+    def __init__(self, rows: Iterator[InputDocument | str], max_chars: int):
         self._rows, self._max = rows, max_chars
         self._waiting: deque[str] = deque()
         self._chars = 0
@@ -65,7 +69,7 @@ class ReadAhead:
     def _read(self) -> None:
         try:
             for row in self._rows:
-                size = len(row)
+                size = row_chars(row)
                 with self._cond:
                     self._cond.wait_for(
                         lambda size=size: self._stop or not self._waiting or self._chars + size <= self._max
@@ -73,7 +77,7 @@ class ReadAhead:
                     if self._stop:
                         return
                     self._waiting.append(row)
-                    self._chars += len(row)
+                    self._chars += size
                     self._cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
             self._error = exc
@@ -87,7 +91,7 @@ class ReadAhead:
         with self._cond:
             return bool(self._waiting)
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[InputDocument | str]:
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._waiting or self._done)
@@ -96,7 +100,7 @@ class ReadAhead:
                         raise self._error
                     return
                 box = [self._waiting.popleft()]
-                self._chars -= len(box[0])
+                self._chars -= row_chars(box[0])
                 self._cond.notify_all()
             # Popped as it is yielded: a local would hold a long document's row all the while it is predicted.
             yield box.pop()

@@ -36,8 +36,17 @@ def failure_row(source: str, doc_id: str | None, reason: str, fix: str) -> str:
 def extract_file(
     path: str, done: frozenset[tuple[str, str]] = frozenset(), piece: tuple[int, int, int] | None = None
 ) -> Iterator[str]:
-    """One file's documents (rows of kind `document`; only the lines of `piece` of a JSONL file) and
-    failures, leaving out documents already done. A generator, so a large JSONL file is never held as rows."""
+    """`file_items` as rows (a document as a row of kind `document`), what Ray's tasks send as plain strings."""
+    for item in file_items(path, done, piece):
+        yield item if isinstance(item, str) else encode_row({"kind": "document", **item.to_dict()})
+
+
+def file_items(
+    path: str, done: frozenset[tuple[str, str]] = frozenset(), piece: tuple[int, int, int] | None = None
+) -> Iterator[InputDocument | str]:
+    """One file's documents (only the lines of `piece` of a JSONL file) and failure rows, leaving out documents
+    already done. A generator, so a large JSONL file is never held as rows. The local path passes the documents on
+    as they are: a long document's text is then held once, not also as a JSON row and its parse."""
     read_any = False
     try:
         for item in read_documents(Path(path), piece):
@@ -46,7 +55,8 @@ def extract_file(
                 doc_id, problem = item
                 yield failure_row(path, doc_id, problem.reason, problem.fix)
             elif item.key not in done:
-                yield encode_row({"kind": "document", **item.to_dict()})
+                yield item
+            item = None  # not held while the caller predicts the next one
         if (
             not read_any
             and path.endswith(".jsonl")
@@ -159,27 +169,35 @@ CHARS_PER_SLOT = 1_000
 
 
 def batched_rows(
-    rows: Iterable[str], predictor, model_id: str, batch_size: int, ready: Callable[[], bool] = lambda: True
+    rows: Iterable[InputDocument | str],
+    predictor,
+    model_id: str,
+    batch_size: int,
+    ready: Callable[[], bool] = lambda: True,
 ) -> Iterator[str | PredictionRow]:
-    """Document rows through the model; failure rows pass straight through. A model call takes at most
-    `batch_size` documents and about `batch_size * CHARS_PER_SLOT` characters (a longer document goes
-    alone), and runs as soon as `ready()` says no further row is waiting, so rows already read are not
-    held back by a file still being read."""
+    """Documents (as `InputDocument`s, or as rows of kind `document`) through the model; failure rows pass
+    straight through. A model call takes at most `batch_size` documents and about `batch_size * CHARS_PER_SLOT`
+    characters (a longer document goes alone), and runs as soon as `ready()` says no further row is waiting, so
+    rows already read are not held back by a file still being read."""
     budget = batch_size * CHARS_PER_SLOT
     batch: list[InputDocument] = []
     chars = 0
     for row in rows:
-        obj = json.loads(row)  # once per row: a document row carries its whole text
-        if obj.pop("kind") != "document":
-            yield row
-        else:
-            row = None  # the parsed text is what is kept: a long document's row is not held twice
-            doc = InputDocument(**obj)
+        doc = row if isinstance(row, InputDocument) else None
+        if doc is None:
+            obj = json.loads(row)  # once per row: a document row carries its whole text
+            if obj.pop("kind") != "document":
+                yield row
+            else:
+                doc = InputDocument(**obj)
+        row = None  # the document is what is kept: a long document is not held twice
+        if doc is not None:
             if batch and chars + len(doc.text) > budget:
                 yield from predict_rows(predictor, batch, model_id, batch_size)
                 batch, chars = [], 0
             batch.append(doc)
             chars += len(doc.text)
+            doc = None
         if batch and (len(batch) == batch_size or chars >= budget or not ready()):
             yield from predict_rows(predictor, batch, model_id, batch_size)
             batch, chars = [], 0
