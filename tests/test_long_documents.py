@@ -294,3 +294,22 @@ def test_a_prediction_row_leaves_out_spans_without_a_word_and_says_how_many():
     )
     assert [s["text"] for s in row["spans"]] == ["Either party may terminate."]
     assert row["meta"]["spans_without_content"] == 1
+
+
+def test_a_segment_models_row_says_how_many_segments_were_split(tiny_bert):
+    import base64
+    import random
+
+    from toolkit.data.documents import InputDocument
+    from toolkit.infer.rows import predict_rows
+    from toolkit.infer.segment_classifier import SegmentClassifier
+
+    classifier = _untrained(tiny_bert, SegmentClassifier, task="segment_classification", labels=["A", "B"])
+    b64 = base64.b64encode(random.Random(0).randbytes(19_000)).decode()
+    documents = [
+        InputDocument("short", PART[:2_000], "in.jsonl"),
+        InputDocument("b64", f"Attachment:\n{b64}", "in.jsonl"),
+    ]
+    rows = [json.loads(str(row)) for row in predict_rows(classifier, documents, "m", 4)]
+    assert "segments_split_at_max_length" not in rows[0]["meta"]
+    assert rows[1]["meta"]["segments_split_at_max_length"] == 1

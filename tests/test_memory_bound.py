@@ -95,8 +95,8 @@ def test_reading_a_document_four_times_as_long_peaks_at_about_the_same_memory(ti
 
 
 def test_a_segment_input_buffers_its_first_tokens_not_the_whole_segment(tiny_tokenizer_dir, monkeypatch):
-    """One segment of 50 pieces (no sentence end, no line break): its input is made after reading a piece or
-    two, not all 50 (which would also concatenate the buffer 50 times over)."""
+    """One segment of about 20 pieces (no sentence end, no line break, just under MAX_SEGMENT_CHARS): its input is
+    made after reading a few pieces, not all 20 (which would also concatenate the buffer 20 times over)."""
     from transformers import AutoTokenizer
 
     from toolkit.spans import segment_streaming
@@ -111,11 +111,11 @@ def test_a_segment_input_buffers_its_first_tokens_not_the_whole_segment(tiny_tok
     token_pieces = segment_streaming.token_pieces
     monkeypatch.setattr(segment_streaming, "token_pieces", counted)
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
-    text = "either party may terminate on thirty days notice " * 20_000  # 1 MB, one segment
-    windows = segment_streaming.stream_segment_windows(tok, text, 96, 16, chunk_chars=20_000)
+    text = "either party may terminate on thirty days notice " * 199  # 9,751 characters, one segment
+    windows = segment_streaming.stream_segment_windows(tok, text, 96, 16, chunk_chars=500)
     first = next(windows)
-    assert len(first.input_ids) == 96 + 16 + 2 and len(pulled) <= 2
-    assert list(windows) == [] and len(pulled) <= 2  # the rest of the segment is never read: its input is made
+    assert len(first.input_ids) == 96 + 16 + 2 and len(pulled) <= 3
+    assert list(windows) == [] and len(pulled) <= 3  # the rest of the segment is never read: its input is made
 
 
 def test_a_planted_fallback_to_the_whole_document_fails_the_memory_bound(tiny_tokenizer_dir):

@@ -68,3 +68,33 @@ def test_boundary_ceiling_per_label():
     assert ceiling["Law"] == {"spans": 2, "both_ends": 0.5, "end": 1.0, "jaccard_05": 1.0}
     assert ceiling["Short"]["both_ends"] == 0.0 and ceiling["Short"]["jaccard_05"] == 1.0
     assert ceiling["__all__"]["spans"] == 3
+
+
+def test_segments_of_a_run_of_lines_are_the_whole_texts_without_copying_it():
+    text = "First line. Second sentence.\n(a) An item; and\n\n  Section 4.2 Notice.\nLast"
+    lines = [0, text.index("(a)"), text.index("\n\n") + 1, len(text)]
+    for lo, hi in zip(lines, lines[1:]):
+        assert segment_text(text, lo, hi) == [(a + lo, b + lo) for a, b in segment_text(text[lo:hi])]
+
+
+def test_a_segment_longer_than_the_bound_is_split_and_counted():
+    import base64
+    import random
+
+    from toolkit.spans.segments import MAX_SEGMENT_CHARS, count_split_segments
+
+    b64 = base64.b64encode(random.Random(0).randbytes(19_000)).decode()  # 25,336 characters, no whitespace
+    text = f"Intro.\n{b64}\nOutro."
+    tally: dict = {}
+    segments = segment_text(text, tally=tally)
+    assert segments[0] == (0, 6) and segments[-1] == (len(text) - 6, len(text))
+    pieces = segments[1:-1]
+    assert [b - a for a, b in pieces] == [MAX_SEGMENT_CHARS, MAX_SEGMENT_CHARS, len(b64) - 2 * MAX_SEGMENT_CHARS]
+    assert "".join(text[a:b] for a, b in pieces) == b64
+    assert tally == {"segments_split": 1} and count_split_segments(text) == 1
+    # With words, at the last whitespace in reach: no word is cut.
+    words = "notice " * 3_000
+    pieces = segment_text(words)
+    assert len(pieces) == 3 and all(words[a:b].split() == ["notice"] * ((b - a + 1) // 7) for a, b in pieces)
+    assert all(b - a <= MAX_SEGMENT_CHARS for a, b in pieces)
+    assert count_split_segments("Short. Text.\n" * 2_000) == 0

@@ -105,11 +105,23 @@ def predict_rows(
             )
         ]
     report = getattr(predictor, "last_report", {})
-    cut, hard = report.get("spans_cut_in_long_documents", {}), report.get("text_cut_in_long_documents", {})
+    per_document = {meta_key: report.get(report_key, {}) for report_key, meta_key in COUNTED.items()}
     return [
-        PredictionRow(d, spans, model_id, cut.get(i, 0), hard.get(i, 0))
+        PredictionRow(d, spans, model_id, {key: counts[i] for key, counts in per_document.items() if counts.get(i)})
         for i, (d, spans) in enumerate(zip(documents, predictions))
     ]
+
+
+# What a predictor's last_report counts per document (document index -> count) -> the row's meta key. Each says
+# where the text or a span was cut for memory's sake, so nothing is changed silently.
+COUNTED = {
+    # a long document's span cut where no place to end it came within the bound (spans.streaming)
+    "spans_cut_in_long_documents": "spans_cut_at_the_memory_bound",
+    # its text cut where no tokenizer-safe place came within a piece (one word that long)
+    "text_cut_in_long_documents": "text_cut_without_a_safe_place",
+    # a segment longer than spans.segments.MAX_SEGMENT_CHARS, split (a segment model's documents)
+    "segments_split_in_documents": "segments_split_at_max_length",
+}
 
 
 _NOT_UTF8 = re.compile("[\ud800-\udfff]")  # lone surrogates: the only str that UTF-8 cannot encode
@@ -123,17 +135,14 @@ class PredictionRow:
     counted (`toolkit.spans.content`)."""
 
     def __init__(
-        self, d: InputDocument, spans: Sequence[PredictedSpan], model_id: str, spans_cut: int = 0, text_cut: int = 0
+        self, d: InputDocument, spans: Sequence[PredictedSpan], model_id: str, counts: dict[str, int] | None = None
     ):
         self.doc = d
         self.spans, contentless = drop_contentless(d.text, spans)
         self.meta = {"source": d.source, **d.meta, "model": model_id}
         if contentless:  # dropped, not silently
             self.meta["spans_without_content"] = contentless
-        if spans_cut:  # a long document's span cut where no place to end it came within the bound (spans.streaming)
-            self.meta["spans_cut_at_the_memory_bound"] = spans_cut
-        if text_cut:  # its text cut where no tokenizer-safe place came within a piece (one word that long)
-            self.meta["text_cut_without_a_safe_place"] = text_cut
+        self.meta.update(counts or {})  # `COUNTED`'s
         self.ascii_only = any(_NOT_UTF8.search(v) for v in (d.id, d.text) if isinstance(v, str)) or bool(
             _NOT_UTF8.search(json.dumps(self.meta, ensure_ascii=False))
         )

@@ -28,7 +28,7 @@ from toolkit.spans.segment_decoding import (
     token_segments,
 )
 from toolkit.spans.segment_streaming import merge_stream, score_stream, stream_segment_windows
-from toolkit.spans.segments import segment_text
+from toolkit.spans.segments import count_split_segments, segment_text
 from toolkit.spans.windows import Window
 
 
@@ -51,6 +51,13 @@ class SegmentClassifier(SegmentDecisions, Tagger):
         if run.meta.linear_prior:
             classifier.prior = LinearModel.load_files(run.model_dir, run.meta.linear_prior, run.meta)
         return classifier
+
+    def predict(self, texts: Sequence[str], batch_size: int | None = None) -> list[list[PredictedSpan]]:
+        spans = super().predict(texts, batch_size)
+        split = {i: n for i, text in enumerate(texts) if (n := count_split_segments(text))}
+        if split:  # document index -> segments split at spans.segments.MAX_SEGMENT_CHARS (toolkit predict's meta)
+            self.last_report["segments_split_in_documents"] = split
+        return spans
 
     def decisions(self, logits: np.ndarray) -> np.ndarray:
         """One sigmoid per label: the decision is its sign."""

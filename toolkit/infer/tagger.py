@@ -162,9 +162,8 @@ class Tagger:
         self.last_report = self.report_since(start, windows, streamed)
         if cut:  # document index -> spans cut where no place to end one came within the bound (toolkit predict's meta)
             self.last_report["spans_cut_in_long_documents"] = cut
-        if (
-            hard
-        ):  # document index -> text cut where no tokenizer-safe place came within a piece (toolkit predict's meta)
+        # document index -> text cut where no tokenizer-safe place came within a piece (toolkit predict's meta)
+        if hard:
             self.last_report["text_cut_in_long_documents"] = hard
         return spans  # type: ignore[return-value]
 

@@ -12,7 +12,8 @@ and its headings and `(a)`-items are not sentences to it):
 - an enumeration marker (`(a)`, `(iv)`, `(12)`, `12.2`, `Section 4.`) that follows a run of two or
   more spaces or a tab (layout, not prose) starts one;
 - a marker (`(d)`, `b)`, `15.1`) opening a segment is a segment of its own, because annotators start
-  the clause after it.
+  the clause after it;
+- a segment longer than MAX_SEGMENT_CHARS is split (text without sentence ends or line breaks).
 
 `boundary_ceiling` measures how many gold spans a segment model could reproduce exactly.
 """
@@ -48,61 +49,114 @@ _LAYOUT_ENUM = re.compile(
 )
 
 
-def _is_abbreviation(line: str, dot: int) -> bool:
+# The longest segment: a longer one (a line of base64, of CJK text without a sentence end) is split, at the last
+# whitespace in reach when there is one, else at the bound. CUAD's longest segment is far below it, so contract
+# text is segmented as before; a segment model's input reads only a segment's first tokens anyway, and without
+# the bound one segment could be the whole document.
+MAX_SEGMENT_CHARS = 10_000
+_LAST_SPACE = re.compile(r"\s(?=\S*$)")  # with endpos: the last whitespace before it
+
+
+def _is_abbreviation(text: str, line_start: int, dot: int) -> bool:
     """Whether the period at `dot` belongs to an abbreviation rather than ending a sentence."""
     start = dot
-    while start > 0 and not line[start - 1].isspace() and line[start - 1] not in "(\"'":
+    while start > line_start and not text[start - 1].isspace() and text[start - 1] not in "(\"'":
         start -= 1
-    word = line[start:dot].lower()
+    word = text[start:dot].lower()
     if len(word) == 1 and word.isalpha():
-        return _previous_word(line, start).lower() not in LETTERED
+        return _previous_word(text, line_start, start).lower() not in LETTERED
     return word in ABBREVIATIONS or word.rstrip(".") in ABBREVIATIONS
 
 
-def _previous_word(line: str, end: int) -> str:
-    """The last whitespace-separated word of line[:end] ("" if none): `line[:end].split()[-1]`, read backwards
-    from `end` so a long line is not split again at every initial (which made one long line quadratic)."""
+def _previous_word(text: str, line_start: int, end: int) -> str:
+    """The last whitespace-separated word of text[line_start:end] ("" if none), read backwards from `end` so a
+    long line is not split again at every initial (which made one long line quadratic)."""
     stop = end
-    while stop > 0 and line[stop - 1].isspace():
+    while stop > line_start and text[stop - 1].isspace():
         stop -= 1
     begin = stop
-    while begin > 0 and not line[begin - 1].isspace():
+    while begin > line_start and not text[begin - 1].isspace():
         begin -= 1
-    return line[begin:stop]
+    return text[begin:stop]
 
 
-def _cuts(line: str) -> list[int]:
-    """Offsets inside one line where a new segment starts."""
+def _cuts(text: str, lo: int, hi: int) -> list[int]:
+    """Offsets inside the line text[lo:hi] where a new segment starts (the pattern's `endpos` stands for the
+    line's end, so the line is never copied)."""
     cuts = []
-    for m in _END.finditer(line):
-        if m.group() == "." and _is_abbreviation(line, m.start()):
+    for m in _END.finditer(text, lo, hi):
+        if m.group() == "." and _is_abbreviation(text, lo, m.start()):
             continue
         cuts.append(m.end())
-    cuts.extend(m.end() for m in _LAYOUT_ENUM.finditer(line))
+    cuts.extend(m.end() for m in _LAYOUT_ENUM.finditer(text, lo, hi))
     return sorted(set(cuts))
 
 
-def segment_text(text: str) -> list[tuple[int, int]]:
-    """Character spans (start, end) of the segments of `text`, in order, stripped of surrounding
-    whitespace; whitespace-only pieces are dropped."""
-    out: list[tuple[int, int]] = []
-    pos = 0
-    for line in text.split("\n"):
-        bounds = [0, *_cuts(line), len(line)]
-        for a, b in zip(bounds, bounds[1:]):
-            piece = line[a:b]
-            stripped = piece.strip()
-            if not stripped:
-                continue
-            start = pos + a + len(piece) - len(piece.lstrip())
-            marker = _LEADING_MARKER.match(stripped)
-            if marker:
-                out.append((start, start + len(marker.group().rstrip())))
-                start += marker.end()
-                stripped = stripped[marker.end() :]
-            out.append((start, start + len(stripped)))
-        pos += len(line) + 1
+def _bounded(text: str, start: int, end: int, tally: dict | None) -> list[tuple[int, int]]:
+    """[start, end) as pieces of at most MAX_SEGMENT_CHARS, each stripped (`tally["segments_split"]` counts the
+    segments split)."""
+    if end - start <= MAX_SEGMENT_CHARS:
+        return [(start, end)]
+    if tally is not None:
+        tally["segments_split"] = tally.get("segments_split", 0) + 1
+    out = []
+    while end - start > MAX_SEGMENT_CHARS:
+        cut = start + MAX_SEGMENT_CHARS
+        space = _LAST_SPACE.search(text, start + MAX_SEGMENT_CHARS // 2, cut)
+        piece_end = cut if space is None else space.end()
+        b = piece_end
+        while b > start and text[b - 1].isspace():
+            b -= 1
+        out.append((start, b))
+        start = piece_end
+        while start < end and text[start].isspace():
+            start += 1
+    if start < end:
+        out.append((start, end))
     return out
+
+
+def segment_text(text: str, lo: int = 0, hi: int | None = None, tally: dict | None = None) -> list[tuple[int, int]]:
+    """Character spans (start, end) of the segments of `text` (of text[lo:hi], whole lines, in the text's
+    offsets, without copying it), in order, stripped of surrounding whitespace; whitespace-only pieces are
+    dropped. `tally["segments_split"]` counts the segments longer than MAX_SEGMENT_CHARS, split."""
+    hi = len(text) if hi is None else hi
+    out: list[tuple[int, int]] = []
+    line_start = lo
+    while line_start <= hi:
+        newline = text.find("\n", line_start, hi)
+        line_end = hi if newline < 0 else newline
+        bounds = [line_start, *_cuts(text, line_start, line_end), line_end]
+        for a, b in zip(bounds, bounds[1:]):
+            while a < b and text[a].isspace():
+                a += 1
+            while b > a and text[b - 1].isspace():
+                b -= 1
+            if a == b:
+                continue
+            marker = _LEADING_MARKER.match(text, a, b)
+            if marker:
+                out.append((a, a + len(marker.group().rstrip())))
+                a = marker.end()
+            out += _bounded(text, a, b, tally)
+        if newline < 0:
+            break
+        line_start = newline + 1
+    return out
+
+
+def count_split_segments(text: str) -> int:
+    """How many segments of `text` `segment_text` splits at MAX_SEGMENT_CHARS (only lines that long are read)."""
+    tally: dict = {}
+    lo = 0
+    while True:
+        newline = text.find("\n", lo)
+        hi = len(text) if newline < 0 else newline
+        if hi - lo > MAX_SEGMENT_CHARS:
+            segment_text(text, lo, hi, tally)
+        if newline < 0:
+            return tally.get("segments_split", 0)
+        lo = newline + 1
 
 
 def segments_covering(segments: Sequence[tuple[int, int]], start: int, end: int) -> tuple[int, int] | None:
