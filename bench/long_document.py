@@ -16,8 +16,10 @@ runs it, under `/usr/bin/time -v` (the kernel's peak resident set size of the pr
 - `cjk_<N>mb`: one .txt document of N MB of CJK text without spaces or line breaks (a contract's clauses in
   Chinese, repeated).
 
-Each case prints one JSON line (peak RSS, seconds, characters per second, spans written); all go to --out
-with the CPU's model and flags.
+Each case prints one JSON line (peak RSS, seconds, characters per second, spans written, and the model's tokens
+per character, counted after the timed run on the case's first `TOKEN_SAMPLE_CHARS` characters, so that tokens
+per second compares texts whose characters cost different numbers of tokens); all go to --out with the CPU's
+model and flags.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 from toolkit.hardware import benchmark_header  # noqa: E402
 
 MB = 1_000_000
+# Characters of each case whose tokens are counted (the texts repeat, so a prefix this long is representative).
+TOKEN_SAMPLE_CHARS = 2 * MB
+
+
+def tokens_per_char(model: Path, text: str) -> float:
+    """The model's tokens (no special tokens) per character of `text`, read as `toolkit predict` reads it."""
+    from toolkit.models.pretrained import load_tokenizer
+    from toolkit.spans.streaming import count_tokens
+
+    tokenizer_dir = model if (model / "tokenizer.json").is_file() else model / "model"
+    return count_tokens(load_tokenizer(str(tokenizer_dir)), text) / len(text)
 
 
 def contract_text(size: int, data: Path) -> str:
@@ -126,12 +139,15 @@ def main() -> None:
 
                 page = contract_text(2_000, args.data).replace("\r", "")
                 make_pdf(source, [page] * int(size))
+                sample = page
             elif kind in ("base64", "cjk"):
                 text = (base64_text if kind == "base64" else cjk_text)(int(size * MB))
                 source.write_text(text, encoding="utf-8")
+                sample = text[:TOKEN_SAMPLE_CHARS]
                 del text
             else:
                 text = contract_text(int(size * MB), args.data)
+                sample = text[:TOKEN_SAMPLE_CHARS]
                 if kind == "txt":
                     source.write_text(text, encoding="utf-8")
                 elif kind == "jsonl":
@@ -149,6 +165,8 @@ def main() -> None:
             }
             for leftover in (source, source.with_suffix(".out"), source.with_suffix(".out.failures.jsonl")):
                 leftover.unlink(missing_ok=True)
+            row["tokens_per_char"] = round(tokens_per_char(args.model, sample), 4)
+            row["tokens_per_s"] = round(row["chars_per_s"] * row["tokens_per_char"])
             print(json.dumps(row), flush=True)
             results["cases"][name] = row
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -368,8 +368,13 @@ def memory_record(
     (and their share of another case's, measured in the same run)."""
     row = result["cases"][case]
     others = {"chars/s": row["chars_per_s"], "input MB": round(row["input_bytes"] / 1e6, 1), "spans": row["spans"]}
+    if "tokens_per_s" in row:  # tokens per character differ between texts: per token, the model's work compares
+        others["tokens/char"], others["tokens/s"] = row["tokens_per_char"], row["tokens_per_s"]
     if against:
-        others[f"chars/s share of {against}"] = round(row["chars_per_s"] / result["cases"][against]["chars_per_s"], 3)
+        base = result["cases"][against]
+        others[f"chars/s share of {against}"] = round(row["chars_per_s"] / base["chars_per_s"], 3)
+        if "tokens_per_s" in row and "tokens_per_s" in base:
+            others[f"tokens/s share of {against}"] = round(row["tokens_per_s"] / base["tokens_per_s"], 3)
     return _measured_here(
         commit,
         table=table,
