@@ -145,7 +145,9 @@ def test_a_tiny_run_fits_the_combination_on_held_out_documents_and_eval_and_expo
     recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
     result = run_recipe(recipe, tmp_path / "fitted")
     plan = json.loads((result.run_dir / "data_report.json").read_text())
-    assert plan["evaluated_during_training_on"] == "held-out training documents"
+    assert (
+        plan["evaluated_during_training_on"] == "a share of the training documents, apart from the threshold documents"
+    )
     # 8 training documents make fewer than 8 steps an epoch: min_steps raises the epochs, at most to 3.
     assert plan["epochs"] == min(3, 8 / plan["steps_per_epoch"]) and plan["epochs"] > 1
     assert result.run["epochs_completed"] == pytest.approx(plan["epochs"], abs=0.5)

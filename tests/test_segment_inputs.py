@@ -314,6 +314,7 @@ def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serve
 
 
 def test_folds_are_dealt_evenly_and_a_large_set_holds_out_a_share_instead_of_cross_fitting():
+    from toolkit.errors import ToolkitError
     from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks.segments.cross_fit import assign_folds
     from toolkit.tasks.segments.evidence import choose_strategy
@@ -330,6 +331,11 @@ def test_folds_are_dealt_evenly_and_a_large_set_holds_out_a_share_instead_of_cro
         above.name == "held_out" and above.held == above.scored and len(above.held) == 50
     )  # SEGMENT_RUN: held_out_share 0.25
     assert above.why.startswith("held-out share 0.25 (50 documents): 201 training documents is above")
+    # Segment inputs train to their plateau on a share of the other documents, never on the held ones.
+    assert len(above.stopping) == round(151 * 0.2) and not set(above.stopping) & set(above.held)
+    assert not crossed.stopping  # each fold draws its own from its training documents
+    with pytest.raises(ToolkitError, match="at least 2 training documents besides each fold's own"):
+        choose_strategy(recipe, 2)
     assert "cross_fit_max_documents (200)" in above.why
     unbounded = recipe.model_copy(
         update={"segments": recipe.segments.model_copy(update={"cross_fit_max_documents": None})}
@@ -354,3 +360,61 @@ def test_too_few_clauses_names_where_they_were_counted_and_the_fix_that_applies(
     assert crossed.startswith("fewer than 20 out-of-fold training clauses for {'A': 1}")
     assert "held_out_share" not in crossed  # every training document was already scored
     assert "raise segments.held_out_share" in tuning_note(recipe, records, ["A"])["too_few_to_tune"]
+
+
+@pytest.mark.parametrize("thresholds", ["cross_fitted", "held_out"])
+def test_no_encoder_trains_stops_or_keeps_its_epoch_on_a_document_whose_scores_feed_the_stack(
+    tiny_bert, tmp_path, monkeypatch, thresholds
+):
+    """Every encoder trained (each fold's, the served one) is watched: the documents it trains on and those it
+    is evaluated on after each epoch (which stop it and choose its kept epoch) never include a training document
+    that encoder then scores for the thresholds and the combination."""
+    from toolkit.infer.segment_classifier import SegmentClassifier
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.segments.method import SegmentClassification
+
+    def weights(model) -> float:  # the trained encoder, in memory or saved and loaded again
+        return sum(float(w.detach().double().abs().sum()) for w in model.parameters())
+
+    seen: dict[float, set[str]] = {}  # an encoder (its trained weights) -> the texts it trained or chose its epoch on
+    scored: list[tuple[float, set[str]]] = []
+    training_texts: set[str] = set()
+    stage = SegmentClassification.train_stage
+
+    def watched_stage(self, recipe, run_dir, p, **options):
+        texts = {p.train_records[w.doc].text for w in p.train.windows}
+        if not p.evaluation.on_dev:
+            texts |= {r.text for r in p.evaluation.records}
+        training_texts.update(texts | {r.text for r in p.threshold_records})
+        trained = stage(self, recipe, run_dir, p, **options)
+        seen.setdefault(weights(trained.trainer.model), set()).update(texts)
+        return trained
+
+    def watched(method):
+        def score(self, texts, *args, **kwargs):
+            scored.append((weights(self.model), set(texts)))
+            return method(self, texts, *args, **kwargs)
+
+        return score
+
+    monkeypatch.setattr(SegmentClassification, "train_stage", watched_stage)
+    monkeypatch.setattr(SegmentClassifier, "score_encoder", watched(SegmentClassifier.score_encoder))
+    monkeypatch.setattr(SegmentClassifier, "score", watched(SegmentClassifier.score))
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN, "data.max_train_docs=8"]
+    overrides += [f"segments.thresholds={thresholds}", "segments.encoder_folds=2", "train.epochs=2"]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "run")
+
+    feeding = [(model, texts & training_texts) for model, texts in scored if texts & training_texts]
+    assert feeding, "no training document was scored: the test watched nothing"
+    for model, texts in feeding:
+        assert model in seen and not texts & seen[model]
+    encoders = len(seen)
+    assert encoders == (3 if thresholds == "cross_fitted" else 1)  # two folds and the refit, or the served one
+    if thresholds == "cross_fitted":
+        for fold in result.run["cross_fitting"]["per_fold"]:
+            assert fold["stopped_on_documents"] >= 1 and fold["trained_on_documents"] >= 1
+        assert result.run["cross_fitting"]["refit_horizon"] == 2.0  # the folds' schedule, not the refit's epochs
+    else:
+        plan = json.loads((result.run_dir / "data_report.json").read_text())
+        assert plan["stopping_documents"] >= 1 and plan["threshold_documents"] == 2

@@ -88,6 +88,16 @@ class SegmentDecisionConfig(Strict):
         le=0.5,
         description="thresholds=held_out: the share of training documents kept out of training to choose them on.",
     )
+    stopping_share: float = Field(
+        default=0.2,
+        gt=0,
+        le=0.5,
+        description=(
+            "thresholds=cross_fitted or held_out: the share of an encoder's own training documents (each fold's, and "
+            "the held-out path's) it is evaluated on after each epoch, to stop at its plateau and keep its best "
+            "epoch; never the documents whose scores its thresholds and combination are then fitted on."
+        ),
+    )
     clause_starts: bool = Field(
         default=False,
         description=(

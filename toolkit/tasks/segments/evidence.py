@@ -15,10 +15,11 @@ from `choose_strategy`; `bench/output_parity.py` runs each mode once.
 
 from __future__ import annotations
 
+from toolkit.errors import ToolkitError
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.scoring_defaults import SCORING
 from toolkit.tasks.segments.cross_fit import cross_fit
-from toolkit.tasks.segments.held_out import choose_on_held_out, hold_out
+from toolkit.tasks.segments.held_out import choose_on_held_out, hold_out, stopping_split
 from toolkit.tasks.segments.prepared import Choice, EvidenceStrategy, OutOfFold, SegmentPrepared
 from toolkit.tasks.segments.thresholding import tuning_note
 
@@ -33,13 +34,16 @@ class Fixed(EvidenceStrategy):
 
 class HeldOut(EvidenceStrategy):
     """A share of the training documents is kept out of training; thresholds (and a fitted combination) are chosen
-    on the saved encoder's scores of them."""
+    on the saved encoder's scores of them. Where training evaluates on training documents, it evaluates on another
+    share of them (`stopping`), also kept out of training."""
 
     name = "held_out"
 
     def plan(self, recipe: SegmentClassificationRecipe, documents: int) -> dict:
         held = (
-            {"evaluated_during_training_on": "held-out training documents"} if self.evaluates_held_out(recipe) else {}
+            {"evaluated_during_training_on": "a share of the training documents, apart from the threshold documents"}
+            if self.evaluates_held_out(recipe)
+            else {}
         )
         return {**held, **super().plan(recipe, documents)}
 
@@ -87,6 +91,13 @@ def choose_strategy(recipe: SegmentClassificationRecipe, documents: int) -> Evid
     if s.thresholds == "tuned":
         return Tuned("segments.thresholds=tuned: chosen on dev, dev figures cross-fitted over its two halves")
     if s.thresholds == "cross_fitted" and (s.cross_fit_max_documents is None or documents <= s.cross_fit_max_documents):
+        folds = min(s.encoder_folds, documents)
+        if documents - -(-documents // folds) < 2:  # a fold's encoder trains on one document and stops on another
+            raise ToolkitError(
+                f"segments.thresholds=cross_fitted needs at least 2 training documents besides each fold's own; "
+                f"data.train has {documents} in {folds} folds",
+                fix="add training documents, or use segments.thresholds=tuned",
+            )
         limit = "no document limit" if s.cross_fit_max_documents is None else f"at most {s.cross_fit_max_documents}"
         why = (
             f"segments.thresholds=cross_fitted: {documents} training documents is {limit} "
@@ -104,4 +115,13 @@ def choose_strategy(recipe: SegmentClassificationRecipe, documents: int) -> Evid
         )
     else:
         why = f"{share}: segments.thresholds=held_out"
-    return HeldOut(why, held, held)
+    strategy = HeldOut(why, held, held)
+    if not strategy.evaluates_held_out(recipe):
+        return strategy
+    kept = [i for i in everyone if i not in set(held)]
+    if len(kept) < 2:  # the encoder trains on one document and stops on another
+        raise ToolkitError(
+            f"{share} leaves {len(kept)} training document to train on and to stop on; it needs 2",
+            fix="add training documents, or lower segments.held_out_share",
+        )
+    return HeldOut(why, held, held, stopping_split(kept, s.stopping_share, recipe.seed)[1])

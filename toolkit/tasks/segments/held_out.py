@@ -35,6 +35,16 @@ def hold_out(n: int, share: float, seed: int) -> tuple[list[int], list[int]]:
     return [i for i in range(n) if i not in chosen], held
 
 
+def stopping_split(documents: list[int], share: float, seed: int) -> tuple[list[int], list[int]]:
+    """`documents` (indices) as (trained on, stopped on): the `share` an encoder is evaluated on after each epoch,
+    to stop and keep its best epoch, drawn by `seed` (at least one of each when there are two), each in order."""
+    if len(documents) < 2:
+        return list(documents), []
+    count = min(len(documents) - 1, max(1, round(len(documents) * share)))
+    stopped = set(random.Random(seed).sample(documents, count))
+    return [i for i in documents if i not in stopped], [i for i in documents if i in stopped]
+
+
 def held_out_thresholds(
     recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: SegmentPrepared, oof: OutOfFold | None = None
 ) -> tuple[list[float], str]:

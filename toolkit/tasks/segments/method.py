@@ -65,6 +65,7 @@ from toolkit.tasks.segments.trainer import (
     segment_collator,
     segment_dataset,
     segment_trainer_class,
+    stop_after_epochs,
 )
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
 
@@ -91,7 +92,7 @@ class SegmentClassification(Flow):
         dev_records = filter_labels(dev_records, labels)
         n = len(all_train_records)
         strategy = choose_strategy(recipe, n)
-        held = set(strategy.held)
+        held = set(strategy.held) | set(strategy.stopping)
         kept = [i for i in range(n) if i not in held]
         train_records = [all_train_records[i] for i in kept]
         threshold_records = filter_labels([all_train_records[i] for i in strategy.scored], labels)
@@ -115,13 +116,15 @@ class SegmentClassification(Flow):
                 dev = dev.with_priors(fitted.classifier.logits(texts, [segment_text(t) for t in texts]))
         threshold_priors = fitted.train_scores.subset(strategy.scored) if fitted else None
 
-        def held_out_evaluation() -> EvaluationSet:
-            windows = inputs.evaluation(threshold_records)[0]
+        def stopping_evaluation() -> EvaluationSet:
+            records = filter_labels([all_train_records[i] for i in strategy.stopping], labels)
+            windows = inputs.evaluation(records)[0]
             if fitted is not None and not inputs.segment_inputs:
-                windows = windows.with_priors(fitted.train_logits_of(strategy.held))
-            return EvaluationSet(threshold_records, windows, threshold_priors, on_dev=False)
+                windows = windows.with_priors(fitted.train_logits_of(strategy.stopping))
+            priors = fitted.train_scores.subset(strategy.stopping) if fitted else None
+            return EvaluationSet(records, windows, priors, on_dev=False)
 
-        evaluation = strategy.evaluation(recipe, EvaluationSet(dev_records, dev), held_out_evaluation)
+        evaluation = strategy.evaluation(recipe, EvaluationSet(dev_records, dev), stopping_evaluation)
         linear_thresholds = None
         if fitted is not None and s.combination == "fitted":
             # What a label falls back to: the linear model's out-of-fold thresholds over every training document.
@@ -142,7 +145,7 @@ class SegmentClassification(Flow):
         p = SegmentPrepared(
             model, tokenizer, plan, train_report.tokens, labels, dev_records, train, dev, train_report, dev_report,
             left_out, strategy, evaluation, fitted.classifier if fitted else None, threshold_records,
-            threshold_priors, linear_thresholds,
+            threshold_priors, linear_thresholds, train_records,
         )  # fmt: skip
         plan.update(strategy.tuning_note(recipe, p))
         return p
@@ -159,8 +162,8 @@ class SegmentClassification(Flow):
             lambda fold_dir, part: self.train_stage(recipe, fold_dir, part),
             lambda part, model: self.predictor(recipe, part, model),
         )
-        refit_epochs = out_of_fold.refit_epochs if out_of_fold else None
-        first = self.train_stage(recipe, run_dir, p, refit_epochs=refit_epochs)
+        refit = (out_of_fold.refit_epochs, out_of_fold.refit_horizon) if out_of_fold else None
+        first = self.train_stage(recipe, run_dir, p, refit=refit)
         notes = {**first.notes, "cross_fitting": out_of_fold.report} if out_of_fold else first.notes
         trained = SegmentTrained(first.trainer, first.span, first.clock, notes, out_of_fold)
         if recipe.segments.hard_negatives is None:
@@ -197,11 +200,12 @@ class SegmentClassification(Flow):
         p: SegmentPrepared,
         train: SegmentWindows | None = None,
         stage: str | None = None,
-        refit_epochs: float | None = None,
+        refit: tuple[float, float | None] | None = None,
     ):
         """The Trainer on p.train, evaluated on `p.evaluation` (what the strategy chose: dev, or held-out training
         documents); a later `stage` trains `train` for segments.hard_negatives.epochs, with its own checkpoints
-        (run_dir/checkpoints_<stage>); `refit_epochs`: the served encoder after cross-fitting, unevaluated."""
+        (run_dir/checkpoints_<stage>); `refit`: the served encoder after cross-fitting, unevaluated, trained as the
+        folds were (the same schedule over their horizon, the second number) and stopped at their epoch (the first)."""
         from transformers import EarlyStoppingCallback
 
         ev, s = p.evaluation, recipe.segments
@@ -210,8 +214,7 @@ class SegmentClassification(Flow):
         compute_metrics = window_metrics(scorer, ev, p.labels, recipe.eval.jaccard_threshold)
         patience = recipe.train.early_stopping_patience
         sampler = epoch_sampler(recipe, train or p.train)
-        refit = refit_epochs is not None
-        if sampler is not None and not refit:
+        if sampler is not None and refit is None:
             evaluated, weights = evaluation_sample(evaluated, s.evaluation_negatives, recipe.seed)
             compute_metrics = encoder_metrics(recipe, p.labels, scorer, ev.records, evaluated, weights)
         # segment_ids and segment_labels are not model inputs: keep them for compute_loss.
@@ -224,24 +227,25 @@ class SegmentClassification(Flow):
         )
         if stage:
             args.num_train_epochs, args.max_steps = s.hard_negatives.epochs, -1
-        elif refit:
+        elif refit is not None:
             from transformers.trainer_utils import IntervalStrategy
 
-            args.num_train_epochs, args.eval_strategy, args.load_best_model_at_end = (
-                refit_epochs,
-                IntervalStrategy.NO,
-                False,
-            )
+            args.num_train_epochs = refit[1] or refit[0]
+            args.eval_strategy, args.load_best_model_at_end = IntervalStrategy.NO, False
         else:
             args.num_train_epochs = planned_epochs(recipe, examples_per_epoch(recipe, p.train))
         return segment_trainer_class()(
             model=p.model,
             args=args,
             train_dataset=segment_dataset(train or p.train),
-            eval_dataset=None if refit else segment_dataset(evaluated),
+            eval_dataset=None if refit is not None else segment_dataset(evaluated),
             data_collator=segment_collator(p.tokenizer),
             compute_metrics=compute_metrics,
-            callbacks=[] if refit or not patience else [EarlyStoppingCallback(patience)],
+            callbacks=[stop_after_epochs(refit[0])]
+            if refit is not None
+            else [EarlyStoppingCallback(patience)]
+            if patience
+            else [],
             pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
             focal_gamma=s.focal_gamma,
             epoch_sampler=sampler,

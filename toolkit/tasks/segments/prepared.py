@@ -38,12 +38,14 @@ class EvaluationSet:
 @dataclass(frozen=True)
 class OutOfFold:
     """Per training document, its segments and the logits of the fold encoder that did not train on it; the
-    epochs the served encoder is refit for; and what each fold did."""
+    epochs the served encoder is refit for, over the folds' schedule (`refit_horizon` epochs); and what each fold
+    did."""
 
     segments: list[list[tuple[int, int]]]
     encoder: list[np.ndarray]
     refit_epochs: float
     report: dict
+    refit_horizon: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,22 +67,26 @@ class EvidenceStrategy:
     why: str
     held: list[int] = field(default_factory=list)  # training documents kept out of the encoder's training
     scored: list[int] = field(default_factory=list)  # training documents scored to choose thresholds on
+    # training documents the served encoder is evaluated on after each epoch (stops and keeps its best epoch by), not
+    # trained on: never one of `scored`, so the encoder never chooses on the evidence it is judged on
+    stopping: list[int] = field(default_factory=list)
 
     def describe(self) -> dict[str, str]:
         return {"name": self.name, "why": self.why}
 
     def plan(self, recipe: SegmentClassificationRecipe, documents: int) -> dict:
         """What --dry-run adds about the evidence: how many threshold documents, and folds."""
-        return {"threshold_documents": len(self.scored)} if self.scored else {}
+        plan = {"threshold_documents": len(self.scored)} if self.scored else {}
+        return plan | ({"stopping_documents": len(self.stopping)} if self.stopping else {})
 
     def evaluates_held_out(self, recipe: SegmentClassificationRecipe) -> bool:
-        """Whether training evaluates (chooses its checkpoint, stops) on the held training documents, not dev."""
+        """Whether training evaluates (chooses its checkpoint, stops) on training documents (`stopping`), not dev."""
         return False
 
     def evaluation(
-        self, recipe: SegmentClassificationRecipe, dev: EvaluationSet, held: Callable[[], EvaluationSet]
+        self, recipe: SegmentClassificationRecipe, dev: EvaluationSet, stopping: Callable[[], EvaluationSet]
     ) -> EvaluationSet:
-        return held() if self.evaluates_held_out(recipe) else dev
+        return stopping() if self.evaluates_held_out(recipe) else dev
 
     def gather(
         self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, fit: FitEncoder, scorer: ScorerOf
@@ -119,6 +125,8 @@ class SegmentPrepared(Prepared):
     # combination=fitted: the linear model's out-of-fold thresholds over every training document (a label's
     # fallback when the encoder does not add to it)
     linear_thresholds: list[float] | None = None
+    # the records `train` was built from, in order (a window's `doc` indexes them): what the encoder trains on
+    train_records: list[SpanRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

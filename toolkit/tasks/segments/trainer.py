@@ -223,6 +223,20 @@ def examples_per_epoch(recipe: SegmentClassificationRecipe, train: SegmentWindow
     return len(train.windows) if sampler is None else len(sampler)
 
 
+def stop_after_epochs(epochs: float):
+    """A callback that ends training after `epochs` epochs, whatever the schedule's horizon (the refit after
+    cross-fitting: the folds' schedule, stopped where they stopped)."""
+    from transformers import TrainerCallback
+
+    class StopAfterEpochs(TrainerCallback):
+        def on_epoch_end(self, args, state, control, **kwargs):
+            if state.epoch is not None and state.epoch >= epochs - 1e-6:
+                control.should_training_stop = True
+            return control
+
+    return StopAfterEpochs()
+
+
 def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
     """train.epochs, raised on a small set to reach segments.min_steps optimizer steps (at most
     segments.max_epochs): a budget that follows the data rather than one fixed pass."""
@@ -242,7 +256,8 @@ def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained, cros
         keys = ("ended_by", "epochs", "best_epoch", "held_out_curve", "last_gain")
         return {
             "ended_by": f"refit on every training document for the folds' median best epoch "
-            f"({cross_fitting['refit_epochs']:g})",
+            f"({cross_fitting['refit_epochs']:g}), on their schedule ({cross_fitting.get('refit_horizon') or '-'} "
+            "epochs' horizon)",
             "epochs": round(trained.span.epochs_completed, 2),
             "best_epoch": None,
             "held_out_curve": [],
