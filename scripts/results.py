@@ -229,6 +229,8 @@ def record_from_run(run: Path, table: str, system: str, command: str) -> Record:
             "labelled": distilled["labelled_documents"],
             "unlabelled": distilled["unlabelled_documents"],
         }
+    if metrics["run"].get("wall_seconds") is not None:  # the whole run, beside train_seconds (the training alone)
+        others["wall seconds"] = metrics["run"]["wall_seconds"]
     per_label = metrics.get("per_label") or {}
     if task == "token_classification" and 2 <= len(per_label) <= 4:  # e.g. BC5CDR's Chemical and Disease
         others |= {f"{label} F1": row["f1"] for label, row in sorted(per_label.items())}

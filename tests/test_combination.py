@@ -214,7 +214,10 @@ def test_a_dry_run_of_a_recipe_with_a_linear_prior_plans_the_prior_without_fitti
         raise AssertionError("--dry-run fitted the linear prior")
 
     monkeypatch.setattr(flow, "fit_linear_model", refuse)
-    dry = invoke(["run", "demo_segments_mlm", "--dry-run", "segments.linear_prior=true", "segments.folds=3"])
+    dry = invoke(
+        ["run", "demo_segments_mlm", "--dry-run", "--no-estimate", "segments.linear_prior=true", "segments.folds=3"]
+    )
     assert dry.exit_code == 0, dry.output
     plan = json.loads(dry.stdout)
     assert plan["linear_prior"] == {"folds": 3, "fitted": "when the run starts, not by --dry-run"}
+    assert "cost_estimate" not in plan  # --no-estimate: validation alone, in seconds

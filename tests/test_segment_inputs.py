@@ -409,6 +409,10 @@ def test_no_encoder_trains_stops_or_keeps_its_epoch_on_a_document_whose_scores_f
     assert feeding, "no training document was scored: the test watched nothing"
     for model, texts in feeding:
         assert model in seen and not texts & seen[model]
+    stages = result.run["stage_seconds"]  # the whole run's wall time, by stage, beside the training's alone
+    assert set(stages) == {"prepare", "train", "save_and_evaluate"}
+    assert result.run["wall_seconds"] == pytest.approx(sum(stages.values()), abs=0.2)
+    assert result.run["wall_seconds"] > result.run["train_seconds"]
     encoders = len(seen)
     assert encoders == (3 if thresholds == "cross_fitted" else 1)  # two folds and the refit, or the served one
     if thresholds == "cross_fitted":
@@ -418,3 +422,32 @@ def test_no_encoder_trains_stops_or_keeps_its_epoch_on_a_document_whose_scores_f
     else:
         plan = json.loads((result.run_dir / "data_report.json").read_text())
         assert plan["stopping_documents"] >= 1 and plan["threshold_documents"] == 2
+
+
+def test_a_dry_run_estimates_each_stage_from_a_few_timed_steps(tiny_bert, tmp_path):
+    """--dry-run times a training step, scoring and the linear model on this machine and sizes every stage of the
+    run from them: the folds and the refit of cross-fitting, the linear prior, dev scoring, as a range of epochs."""
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks import plan_recipe
+    from toolkit.tasks.segments.cost import estimate
+
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN]
+    overrides += ["segments.thresholds=cross_fitted", "train.epochs=4", "train.early_stopping_patience=1"]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    cost = plan_recipe(recipe)["cost_estimate"]
+    assert set(cost["stages"]) == {"linear_prior", "fold_0", "fold_1", "fold_2", "refit", "dev_scoring"}
+    assert cost["epochs"] == {"low": 2.0, "high": 4.0, "steps_per_epoch": cost["epochs"]["steps_per_epoch"]}
+    assert all(0 <= v["low"] <= v["high"] for v in cost["stages"].values())
+    assert all(cost["stages"][stage]["low"] > 0 for stage in ("fold_0", "refit"))
+    assert cost["seconds"]["low"] < cost["seconds"]["high"] and cost["precision"] == "fp32"
+    assert set(cost["timed"]) == {"step_seconds", "step_seconds_seen_inputs", "scoring_seconds_per_input"}
+
+    # The stages follow from the unit costs: twice the step's seconds, twice the training stages.
+    from toolkit.tasks.segments.method import SegmentClassification
+
+    p = SegmentClassification().prepare(recipe, fit_linear=False)
+    units = {"step_seconds": 1.0, "step_seconds_seen_inputs": 0.5, "scoring_seconds_per_input": 0.0}
+    once, twice = (estimate(recipe, p, 12, {**units, **{k: v * f for k, v in units.items()}}, None) for f in (1, 2))
+    assert twice["stages"]["refit"]["high"] == pytest.approx(2 * once["stages"]["refit"]["high"], rel=0.01)
+    steps = once["epochs"]["steps_per_epoch"]
+    assert once["stages"]["refit"]["high"] == pytest.approx(steps * (1.0 + 3 * 0.5), abs=0.1)  # 4 epochs, 3 seen

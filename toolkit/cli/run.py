@@ -20,6 +20,13 @@ def run(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Validate the recipe and data, show the plan, train nothing.")
     ] = False,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            help="With --dry-run: time a few training and scoring steps and estimate the run's wall time here "
+            "(segment recipes; a few seconds to a minute).",
+        ),
+    ] = True,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished run of the same name.")] = False,
     linear_baseline: Annotated[
         bool,
@@ -49,13 +56,7 @@ def run(
             console.print(sweep_table(summary))
         return
     if dry_run:
-        plan = plan_recipe(cfg)
-        print(json.dumps(plan, indent=2))
-        if "evidence_strategy" in plan:  # the segment task: where its thresholds are chosen, and why
-            strategy = plan["evidence_strategy"]
-            err_console.print(f"evidence: {strategy['name']}: {strategy['why']}", soft_wrap=True, markup=False)
-        if "too_few_to_tune" in plan:
-            err_console.print(f"warning: {plan['too_few_to_tune']}", soft_wrap=True, markup=False)
+        print_plan(plan_recipe(cfg, estimate_cost=estimate))
         return
     run_dir = run_dir_for(cfg)
     prepare_run_dir(run_dir, overwrite)
@@ -79,3 +80,22 @@ def run(
         err_console.print(f"warning: {run_info['too_few_to_tune']}", soft_wrap=True, markup=False)
     if "combination_note" in run_info:  # segments.combination=fitted: what fine-tuning added, said plainly
         console.print(f"combination: {run_info['combination_note']}", soft_wrap=True, markup=False)
+
+
+def print_plan(plan: dict) -> None:
+    """--dry-run: the plan on stdout (JSON); on stderr, the segment task's cost estimate, evidence and warnings."""
+    print(json.dumps(plan, indent=2))
+    if "cost_estimate" in plan:
+        cost = plan["cost_estimate"]
+        low, high = (round(cost["seconds"][k] / 60, 1) for k in ("low", "high"))
+        err_console.print(
+            f"estimate: {low}-{high} minutes on {cost['cpu']} in {cost['precision']} "
+            f"({cost['epochs']['low']:g}-{cost['epochs']['high']:g} epochs; {cost['low_and_high']})",
+            soft_wrap=True,
+            markup=False,
+        )
+    if "evidence_strategy" in plan:  # the segment task: where its thresholds are chosen, and why
+        strategy = plan["evidence_strategy"]
+        err_console.print(f"evidence: {strategy['name']}: {strategy['why']}", soft_wrap=True, markup=False)
+    if "too_few_to_tune" in plan:
+        err_console.print(f"warning: {plan['too_few_to_tune']}", soft_wrap=True, markup=False)

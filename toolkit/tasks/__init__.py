@@ -22,9 +22,11 @@ def run_recipe(recipe: RecipeBase, run_dir: Path) -> RunResult | None:
     return flow_for(recipe).run(recipe, run_dir)
 
 
-def plan_recipe(recipe: RecipeBase) -> dict:
-    """What --dry-run shows: the data and model prepared, nothing trained."""
-    return flow_for(recipe).plan(recipe)
+def plan_recipe(recipe: RecipeBase, estimate_cost: bool = True) -> dict:
+    """What --dry-run shows: the data and model prepared, nothing trained; where the flow can, the run's cost on
+    this machine, timed for a few steps (`estimate_cost`)."""
+    flow = flow_for(recipe)
+    return flow.plan(recipe, estimate_cost=True) if estimate_cost and flow.estimates_cost else flow.plan(recipe)
 
 
 def ensure_run(ref: str | Path) -> Path:

@@ -8,6 +8,7 @@ from checkpoints, the training log, and the run information every task reports.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,9 @@ class Flow:
         """Train, save and score one run (None on processes other than rank 0)."""
         return run_flow(self, recipe, run_dir)
 
+    # Whether `plan(recipe, estimate_cost=True)` times a few steps and estimates the run's wall time.
+    estimates_cost = False
+
     def plan(self, recipe: RecipeBase) -> dict:
         """--dry-run: the data and model prepared, nothing trained."""
         return plan_flow(self, recipe)
@@ -205,19 +209,28 @@ def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
     from transformers import set_seed
 
     set_seed(recipe.seed)
+    clock = [time.perf_counter()]
     prepared = flow.prepare(recipe)
     if is_main_process():
         start_run_dir(recipe, run_dir, prepared.plan)
+    clock.append(time.perf_counter())
     trained = flow.train(recipe, run_dir, prepared)
     if not trained.trainer.is_world_process_zero():
         return None
 
+    clock.append(time.perf_counter())
     span = trained.span
     flow.save(recipe, prepared, trained.trainer.model, run_dir / MODEL_DIR)
     write_train_log(run_dir, span.log)
     metrics, extra = flow.evaluate(recipe, run_dir, prepared, trained)
+    clock.append(time.perf_counter())
     run = {
         "model": recipe.model.name,
+        # The whole run, every stage (train_seconds counts the served model's training alone).
+        "wall_seconds": round(clock[-1] - clock[0], 1),
+        "stage_seconds": {
+            stage: round(b - a, 1) for stage, a, b in zip(("prepare", "train", "save_and_evaluate"), clock, clock[1:])
+        },
         "train_seconds": round(span.seconds, 1),
         # Seconds of training steps alone (no evaluations, no curve): what train.max_seconds budgets.
         "train_step_seconds": round(trained.clock.seconds, 1),

@@ -85,6 +85,7 @@ def plan_linear(recipe: LinearModelRecipe) -> dict:
 
 def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path) -> RunResult:
     """Fit, save and score the linear baseline; the same run directory as every other run."""
+    began = time.perf_counter()
     train_records, dev_records = load_splits(recipe.data, recipe.seed)
     labels = labels_to_learn(recipe, train_records)
     train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
@@ -121,6 +122,7 @@ def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path) -> RunResul
     metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels, chosen=chosen)
     run = {
         "model": LINEAR,
+        "wall_seconds": round(time.perf_counter() - began, 1),  # the whole run, as every flow records it
         "train_seconds": round(fit_seconds, 1),
         **({"out_of_fold_seconds": round(threshold_seconds, 1)} if chosen else {}),
         "train_segments": len(inputs),

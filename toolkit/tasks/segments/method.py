@@ -39,6 +39,7 @@ from toolkit.spans.segment_decoding import sigmoid
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, Trained
+from toolkit.tasks.segments.cost import cost_estimate
 from toolkit.tasks.segments.evidence import choose_strategy
 from toolkit.tasks.segments.features import SegmentWindows, segment_features, segment_input_features
 from toolkit.tasks.segments.linear_model import FittedLinearModel, fit_linear_model
@@ -77,12 +78,19 @@ class SegmentClassification(Flow):
 
     # 1. prepare --------------------------------------------------------------------------------------------
 
-    def plan(self, recipe: SegmentClassificationRecipe) -> dict:
-        """--dry-run: validates and plans in seconds; the linear model is not fitted (the run fits it)."""
+    estimates_cost = True
+
+    def plan(self, recipe: SegmentClassificationRecipe, estimate_cost: bool = False) -> dict:
+        """--dry-run: validates and plans in seconds; the linear model is not fitted (the run fits it). With
+        `estimate_cost`, the run's stages are timed for a few steps and its wall time estimated (`cost.py`)."""
         from transformers import set_seed
 
         set_seed(recipe.seed)
-        return self.prepare(recipe, fit_linear=False).plan
+        p = self.prepare(recipe, fit_linear=False)
+        if estimate_cost:
+            documents = len(p.train_records) + len(set(p.strategy.held) | set(p.strategy.stopping))
+            p.plan["cost_estimate"] = cost_estimate(recipe, p, documents, lambda tmp: self.trainer(recipe, tmp, p))
+        return p.plan
 
     def prepare(self, recipe: SegmentClassificationRecipe, fit_linear: bool = True) -> SegmentPrepared:
         """Data, labels, the evidence strategy, model, inputs and the linear model: everything before training.
