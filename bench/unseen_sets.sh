@@ -3,7 +3,8 @@
 #   ROLE=select:  on the two select_* sets, the linear baseline and the variants of the recipe being chosen
 #                 among (VARIANTS below); the defaults are chosen from these and frozen in a commit.
 #   ROLE=confirm: on the two confirm_* sets, once, after the freeze: the linear baseline and the recipe at its
-#                 committed defaults, and a paired comparison on dev. Reported whatever it shows.
+#                 committed defaults, and a paired comparison on dev. Reported whatever it shows. Spent since
+#                 issue 75: the script refuses it. ROLE=fresh does the same on the fresh_* set.
 #   SETS=<regex>:  only the sets whose names match (for example SETS=license_80 SELECT_VARIANTS="fitted mpnet").
 # Issue 61's choice, written down before its selection runs: among cross_fitted, defaults (a held-out quarter with
 # the new stack) and transfer, the default is the variant with the highest mean dev Jaccard F1 gain over the
@@ -11,11 +12,25 @@
 # and the penalties (chosen by grouped cross-validation inside each run) are not varied between runs.
 # The outcome (frozen at the commit after 78ff62e): cross_fitted, mean gain +0.036 against defaults' 0 and transfer's
 # +0.020; from then on `defaults` is the cross-fitted recipe.
+# Issue 75's rule, written down before any of its selection runs (ROLE=select on select_terms_35, select_license_80
+# and select_cuad4_408, CUAD-4):
+#   - candidates: the recipe at the commit that builds issue 75 (budget.seconds, the stopping share, the pooled
+#     weight once built) and the variants named then in SELECT_VARIANTS; each is run with precision fp32;
+#   - a candidate qualifies only if it meets the cost targets on 2 cores in fp32, everything included (wall seconds
+#     from metrics.json): select_terms_35 within 15 minutes, select_license_80 within 30, select_cuad4_408 within 60;
+#   - the default is the qualifying candidate with the highest mean dev Jaccard F1 gain over --linear-baseline
+#     across the three sets; within 0.005 of the best, the cheapest (total wall seconds);
+#   - frozen in a commit, then ROLE=fresh runs fresh_restrictions_80 once: the recipe and the baseline, a paired
+#     comparison on dev, reported whatever it shows. confirm_ip_35 and confirm_liability_408 are spent: never rerun.
 # Needs ../shared/data/cuad. Run alone: select about 50 minutes, confirm about 35, on 2 CPU cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${T:-.venv/bin/toolkit}
 ROLE=${ROLE:-select}
+if [ "$ROLE" = confirm ]; then
+  echo "the confirm_* sets are spent (issue 75): ROLE=fresh runs the fresh set, once" >&2
+  exit 2
+fi
 OUT=${OUT:-bench/out/unseen_sets}
 mkdir -p "$OUT"
 lscpu | grep -E "Model name|Flags" > "$OUT/cpu.txt"

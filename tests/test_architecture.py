@@ -192,8 +192,9 @@ SEGMENT_LAYERS = (
     {"features", "linear_model", "stacking", "frozen_layers", "thresholding"},  # parts, no state of the method
     {"combination", "prepared"},  # the combination over the stack; the method's state and strategy interface
     {"trainer", "held_out"},  # training an encoder; choosing on held-out documents
-    {"cross_fit", "cost"},  # one encoder per fold; the run's cost timed before it runs
+    {"cross_fit"},  # one encoder per fold
     {"evidence"},  # a strategy per segments.thresholds mode
+    {"cost"},  # the run's cost, timed before it runs, and the plan a budget allows
     {"method", "linear_flow"},  # the flows: the encoder's method and the linear model's
 )
 

@@ -141,8 +141,10 @@ def test_a_segment_input_run_reports_three_models_and_what_ended_training(tiny_b
     overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", "train.epochs=3", *SEGMENT_RUN]
     result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "seg")
     plan = json.loads((result.run_dir / "data_report.json").read_text())
-    assert plan["encoder_input"] == "segments" and plan["train"]["documents"] == 9
-    # Every segment of the 9 training documents is an input; an epoch is its positives and 3x as many negatives,
+    # 12 training documents: 3 held out to choose on, 2 of the others to stop on (segments.stopping_share 0.2).
+    assert plan["threshold_documents"] == 3 and plan["stopping_documents"] == 2
+    assert plan["encoder_input"] == "segments" and plan["train"]["documents"] == 7
+    # Every segment of the 7 training documents is an input; an epoch is its positives and 3x as many negatives,
     # or every negative where there are fewer.
     positives, inputs = plan["train"]["windows_with_spans"], plan["train"]["windows"]
     assert plan["inputs_per_epoch"] == positives + min(inputs - positives, 3 * positives) == inputs
@@ -429,7 +431,7 @@ def test_a_dry_run_estimates_each_stage_from_a_few_timed_steps(tiny_bert, tmp_pa
     run from them: the folds and the refit of cross-fitting, the linear prior, dev scoring, as a range of epochs."""
     from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import plan_recipe
-    from toolkit.tasks.segments.cost import estimate
+    from toolkit.tasks.segments.cost import estimate, sizes_of
 
     overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN]
     overrides += ["segments.thresholds=cross_fitted", "train.epochs=4", "train.early_stopping_patience=1"]
@@ -445,9 +447,70 @@ def test_a_dry_run_estimates_each_stage_from_a_few_timed_steps(tiny_bert, tmp_pa
     # The stages follow from the unit costs: twice the step's seconds, twice the training stages.
     from toolkit.tasks.segments.method import SegmentClassification
 
-    p = SegmentClassification().prepare(recipe, fit_linear=False)
+    sizes = sizes_of(recipe, SegmentClassification().prepare(recipe, fit_linear=False), 12)
     units = {"step_seconds": 1.0, "step_seconds_seen_inputs": 0.5, "scoring_seconds_per_input": 0.0}
-    once, twice = (estimate(recipe, p, 12, {**units, **{k: v * f for k, v in units.items()}}, None) for f in (1, 2))
+    once, twice = (estimate(recipe, sizes, {k: v * f for k, v in units.items()}, None) for f in (1, 2))
     assert twice["stages"]["refit"]["high"] == pytest.approx(2 * once["stages"]["refit"]["high"], rel=0.01)
     steps = once["epochs"]["steps_per_epoch"]
-    assert once["stages"]["refit"]["high"] == pytest.approx(steps * (1.0 + 3 * 0.5), abs=0.1)  # 4 epochs, 3 seen
+    assert once["stages"]["refit"]["high"] == pytest.approx(steps * (1.0 + 3 * 0.5), rel=0.05)  # 4 epochs, 3 seen
+
+
+UNITS = {"step_seconds": 1.0, "step_seconds_seen_inputs": 0.5, "scoring_seconds_per_input": 0.01}
+
+
+def test_a_budget_lowers_the_epoch_cap_then_gives_up_cross_fitting_and_says_so(tiny_bert, tmp_path):
+    """With budget.seconds the plan is sized to fit it from the timed unit costs (fixed here, so the test does not
+    depend on this machine's speed): the epoch cap first, then a held-out share instead of cross-fitting, and a
+    budget no epoch fits is refused before anything trains."""
+    from toolkit.errors import ToolkitError
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks.segments.cost import estimate, plan_to_budget, sizes_of
+    from toolkit.tasks.segments.method import SegmentClassification
+
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN]
+    overrides += ["segments.thresholds=cross_fitted", "train.epochs=20", "train.early_stopping_patience=2"]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", [*overrides, "budget.seconds=100000"])
+    sizes = sizes_of(recipe, SegmentClassification().prepare(recipe, fit_linear=False), 12)
+    full = estimate(recipe, sizes, UNITS, 5.0)["seconds"]["high"]
+    same, report = plan_to_budget(recipe, sizes, UNITS, 5.0, spent=0)
+    assert same == recipe and report["plan"] == "as written" and not report["gave_up"]
+
+    def budget(seconds: float):
+        return recipe.model_copy(update={"budget": recipe.budget.model_copy(update={"seconds": seconds})})
+
+    fewer, report = plan_to_budget(budget(full * 0.6 / 0.9), sizes, UNITS, 5.0, spent=0)
+    assert fewer.segments.thresholds == "cross_fitted" and 3 <= fewer.train.epochs < 20
+    assert estimate(fewer, sizes, UNITS, 5.0)["seconds"]["high"] <= full * 0.6
+    assert report["gave_up"][0].startswith(f"the epoch cap: 20 -> {fewer.train.epochs} epochs")
+    at_three = estimate(
+        fewer.model_copy(update={"train": fewer.train.model_copy(update={"epochs": 3})}), sizes, UNITS, 5.0
+    )
+    held, report = plan_to_budget(budget(at_three["seconds"]["high"] * 0.8 / 0.9), sizes, UNITS, 5.0, spent=0)
+    assert held.segments.thresholds == "held_out" and "cross-fitting (a held-out share instead)" in report["gave_up"][0]
+    with pytest.raises(ToolkitError, match="not one epoch of one encoder fits"):
+        plan_to_budget(budget(1.0), sizes, UNITS, 5.0, spent=0)
+
+
+def test_a_budgeted_run_records_its_plan_and_stops_at_its_deadline(tiny_bert, tmp_path, monkeypatch):
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks import plan_recipe, run_recipe
+    from toolkit.tasks.segments import cost
+
+    monkeypatch.setattr(cost, "time_encoder", lambda trainer: UNITS)  # this machine's speed out of the plan
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN, "train.epochs=3"]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", [*overrides, "budget.seconds=3600"])
+    assert plan_recipe(recipe)["budget_plan"]["plan"] == "as written"  # --dry-run shows the plan the budget allows
+    result = run_recipe(recipe, tmp_path / "budgeted")
+    budget = result.run["budget"]
+    assert budget["seconds"] == 3600 and budget["plan"] == "as written" and budget["stopped_at_deadline"] == []
+    assert set(budget["reserved_seconds"]) == {"dev_scoring", "scoring_held_out"}
+    # A deadline already past stops training after its first step, and the record says so.
+    from toolkit.tasks.segments import method
+
+    def past_deadline(recipe, prepare):
+        chosen, report = cost.fit_to_budget(recipe, prepare)
+        return chosen, {**report, "deadline": 0.0}
+
+    monkeypatch.setattr(method, "fit_to_budget", past_deadline)
+    result = run_recipe(recipe, tmp_path / "late")
+    assert result.run["budget"]["stopped_at_deadline"] == [1] and result.run["optimizer_steps"] == 1

@@ -209,12 +209,30 @@ class SegmentsConfig(SegmentDecisionConfig):
     )
 
 
+class BudgetConfig(Strict):
+    """What the whole run may take on this machine."""
+
+    seconds: float = Field(
+        gt=0,
+        description=(
+            "Wall seconds for the whole run, every stage included (the linear prior, each fold, the refit, scoring). "
+            "Before training, a few steps are timed and the plan is sized to fit: the epoch cap lowered, then "
+            "cross-fitting replaced by a held-out share; the run records what it gave up (run.budget). Training "
+            "also stops at the budget's deadline, whatever the estimate said. train.max_seconds still bounds each "
+            "training stage's steps alone."
+        ),
+    )
+
+
 class SegmentClassificationRecipe(ExtractionRecipe):
     task: Literal["segment_classification"]
     model: ClassifierModelConfig = Field(default_factory=ClassifierModelConfig)
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     segments: SegmentsConfig = Field(default_factory=SegmentsConfig)
+    budget: BudgetConfig | None = Field(
+        default=None, description="A run-wide time budget (None: the plan as written, however long)."
+    )
 
     @model_validator(mode="after")
     def _out_of_fold_is_the_baselines(self) -> SegmentClassificationRecipe:

@@ -10,7 +10,7 @@ Timed here:
 The number of epochs a run trains is not known beforehand where it stops at its plateau
 (train.early_stopping_patience), so the estimate is a range: `low` if every encoder stopped as soon as its
 patience allows (its best epoch the first), `high` if every one ran to the epoch cap. The same unit costs size
-a smaller plan for a budget (a later step); here they are reported.
+a smaller plan when the recipe sets a budget (`plan_to_budget`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ import itertools
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
+from toolkit.tasks.segments.evidence import choose_strategy
 from toolkit.tasks.segments.linear_model import fit_classifier, segment_documents
 from toolkit.tasks.segments.prepared import SegmentPrepared
 from toolkit.tasks.segments.trainer import examples_per_epoch, planned_epochs
@@ -90,81 +92,217 @@ def epoch_range(recipe: SegmentClassificationRecipe, cap: float) -> tuple[float,
     return (min(cap, float(patience + 1)) if patience else cap), cap
 
 
-def estimate(
-    recipe: SegmentClassificationRecipe,
-    p: SegmentPrepared,
-    documents: int,
-    units: dict[str, float],
-    linear_seconds: float | None,
-) -> dict:
-    """The run's stages and their seconds (low, high) from the unit costs; see the module's docstring."""
-    per_epoch = examples_per_epoch(recipe, p.train)
-    steps = -(-per_epoch // recipe.train.batch_size)
-    cap = planned_epochs(recipe, per_epoch)
-    low_epochs, high_epochs = epoch_range(recipe, cap)
-    score = units["scoring_seconds_per_input"]
-    evaluated = len(p.evaluation.windows.windows)
-    if recipe.segments.evaluation_negatives is not None:
-        positives = sum(any(rows[0]) for rows in p.evaluation.windows.segment_labels)
-        evaluated = min(evaluated, positives + recipe.segments.evaluation_negatives)
+@dataclass(frozen=True)
+class Sizes:
+    """What the estimate scales with, per training document: optimizer steps an epoch, inputs scored, inputs and
+    positive inputs evaluated after each epoch; and dev's inputs. Read once from the prepared run, so that
+    another plan (fewer epochs, another strategy) is sized without preparing it."""
 
-    def training(epochs: float, share: float, evaluated_inputs: float) -> float:
+    documents: int
+    steps_per_document: float
+    inputs_per_document: float
+    evaluated_per_document: float
+    positives_per_document: float
+    dev_inputs: int
+
+
+def sizes_of(recipe: SegmentClassificationRecipe, p: SegmentPrepared, documents: int) -> Sizes:
+    trained = max(1, len(p.train_records))
+    evaluated = max(1, len(p.evaluation.records))
+    windows = p.evaluation.windows
+    return Sizes(
+        documents,
+        examples_per_epoch(recipe, p.train) / recipe.train.batch_size / trained,
+        len(p.train.windows) / trained,
+        len(windows.windows) / evaluated,
+        sum(any(rows[0]) for rows in windows.segment_labels) / evaluated,
+        len(p.dev.windows),
+    )
+
+
+def estimate(
+    recipe: SegmentClassificationRecipe, sizes: Sizes, units: dict[str, float], linear_seconds: float | None
+) -> dict:
+    """The run's stages and their seconds (low, high) under `recipe`'s plan, from the unit costs: see the module's
+    docstring."""
+    s, score = recipe.segments, units["scoring_seconds_per_input"]
+    strategy = choose_strategy(recipe, sizes.documents)
+    steps = sizes.steps_per_document * sizes.documents  # an epoch over every training document
+    cap = planned_epochs(recipe, round(steps * recipe.train.batch_size))
+    low_epochs, high_epochs = epoch_range(recipe, cap)
+
+    def evaluated(documents: float) -> float:  # inputs evaluated after each epoch (negatives capped)
+        every = documents * sizes.evaluated_per_document
+        if s.evaluation_negatives is None:
+            return every
+        return min(every, documents * sizes.positives_per_document + s.evaluation_negatives)
+
+    def training(epochs: float, documents: float, evaluated_documents: float) -> float:
         first = min(1.0, epochs)  # later epochs meet inputs already seen (cheaper with cached frozen layers)
         step_cost = first * units["step_seconds"] + (epochs - first) * units["step_seconds_seen_inputs"]
-        return steps * share * step_cost + epochs * evaluated_inputs * score
+        return sizes.steps_per_document * documents * step_cost + epochs * evaluated(evaluated_documents) * score
 
+    n = sizes.documents
     stages: dict[str, tuple[float, float]] = {}
     if linear_seconds is not None:
         stages["linear_prior"] = (linear_seconds, linear_seconds)
-    folds = p.plan.get("cross_fitted", {}).get("folds")
-    if folds:
-        share = (folds - 1) / folds * (1 - recipe.segments.stopping_share)
-        stopping_inputs = evaluated * (folds - 1) / folds * recipe.segments.stopping_share
-        scored = len(p.train.windows) / folds
-        for f in range(folds):
+    if strategy.name == "cross_fitted":
+        k = min(s.encoder_folds, n)
+        trained, stopped = (k - 1) / k * n * (1 - s.stopping_share), (k - 1) / k * n * s.stopping_share
+        for f in range(k):
             stages[f"fold_{f}"] = tuple(  # type: ignore[assignment]
-                training(e, share, stopping_inputs) + scored * score for e in (low_epochs, high_epochs)
+                training(e, trained, stopped) + n / k * sizes.inputs_per_document * score
+                for e in (low_epochs, high_epochs)
             )
-        stages["refit"] = (training(1.0, 1.0, 0), training(cap, 1.0, 0))
+        stages["refit"] = (training(1.0, n, 0), training(cap, n, 0))
     else:
-        stages["training"] = (training(low_epochs, 1.0, evaluated), training(high_epochs, 1.0, evaluated))
-        if p.strategy.scored:
-            held = len(p.threshold_records) / max(1, len(p.train_records)) * len(p.train.windows)
-            stages["scoring_held_out"] = (held * score, held * score)
-    dev = len(p.dev.windows) * score
-    stages["dev_scoring"] = (dev, dev)
+        held, stopped = len(strategy.held), len(strategy.stopping)
+        # Evaluated on dev when the strategy stops on no training document.
+        on = stopped if strategy.evaluates_held_out(recipe) else sizes.dev_inputs / max(sizes.evaluated_per_document, 1)
+        trained = n - held - stopped
+        stages["training"] = (training(low_epochs, trained, on), training(high_epochs, trained, on))
+        if strategy.scored:
+            scored = len(strategy.scored) * sizes.inputs_per_document * score
+            stages["scoring_held_out"] = (scored, scored)
+    stages["dev_scoring"] = (sizes.dev_inputs * score, sizes.dev_inputs * score)
     total = [sum(v[i] for v in stages.values()) for i in (0, 1)]
     return {
         "seconds": {"low": round(total[0]), "high": round(total[1])},
         "stages": {name: {"low": round(a, 1), "high": round(b, 1)} for name, (a, b) in stages.items()},
-        "epochs": {"low": low_epochs, "high": high_epochs, "steps_per_epoch": steps},
+        "epochs": {"low": low_epochs, "high": high_epochs, "steps_per_epoch": round(steps)},
+        "evidence_strategy": strategy.name,
         "timed": {k: round(v, 4) for k, v in units.items()},
         "low_and_high": "low: every encoder stops as soon as its patience allows; high: every one runs to the epoch "
         "cap; setup, saving and the curve's evaluations are not included",
     }
 
 
-def cost_estimate(
+# The plan aims at this share of the budget: its figures come from a few timed steps.
+BUDGET_SHARE = 0.9
+
+
+def plan_to_budget(
     recipe: SegmentClassificationRecipe,
-    p: SegmentPrepared,
-    documents: int,
-    make_trainer: Callable[[Path], object],
+    sizes: Sizes,
+    units: dict[str, float],
+    linear_seconds: float | None,
+    spent: float,
+) -> tuple[SegmentClassificationRecipe, dict]:
+    """The recipe whose estimate (its high end: every encoder at its epoch cap) fits the budget after `spent`
+    seconds, and what it gave up: first the epoch cap lowered (no lower than the patience needs to stop once), then
+    cross-fitting replaced by a held-out share, then the cap lowered to one epoch. Raises ToolkitError when not one
+    epoch of one encoder fits."""
+    from toolkit.errors import ToolkitError
+
+    assert recipe.budget is not None
+    available = recipe.budget.seconds * BUDGET_SHARE - spent
+    first = estimate(recipe, sizes, units, linear_seconds)
+    report = {"seconds": recipe.budget.seconds, "estimate_as_written": first["seconds"], "gave_up": []}
+    if first["seconds"]["high"] <= available:
+        return recipe, {**report, "plan": "as written"}
+
+    def with_epochs(r: SegmentClassificationRecipe, epochs: int) -> SegmentClassificationRecipe:
+        train = r.train.model_copy(update={"epochs": epochs})
+        return r.model_copy(update={"train": train, "segments": r.segments.model_copy(update={"min_steps": None})})
+
+    def largest_fitting(r: SegmentClassificationRecipe, floor: int) -> SegmentClassificationRecipe | None:
+        cap = int(first["epochs"]["high"])
+        for epochs in range(cap, floor - 1, -1):
+            candidate = with_epochs(r, epochs)
+            if estimate(candidate, sizes, units, linear_seconds)["seconds"]["high"] <= available:
+                return candidate
+        return None
+
+    patience = recipe.train.early_stopping_patience or 0
+    held_out = recipe.model_copy(update={"segments": recipe.segments.model_copy(update={"thresholds": "held_out"})})
+    tries = [(recipe, patience + 1, "the epoch cap")]
+    if choose_strategy(recipe, sizes.documents).name == "cross_fitted":
+        tries += [(held_out, patience + 1, "cross-fitting (a held-out share instead) and the epoch cap")]
+        tries += [(held_out, 1, "cross-fitting and the epoch cap, below what the patience needs to stop early")]
+    else:
+        tries += [(recipe, 1, "the epoch cap, below what the patience needs to stop early")]
+    for base, floor, what in tries:
+        chosen = largest_fitting(base, max(1, floor))
+        if chosen is not None:
+            after = estimate(chosen, sizes, units, linear_seconds)
+            given = f"{what}: {first['epochs']['high']:g} -> {chosen.train.epochs} epochs"
+            if chosen.segments.thresholds != recipe.segments.thresholds:
+                given += f", segments.thresholds {recipe.segments.thresholds} -> {chosen.segments.thresholds}"
+            why = f"the plan as written: up to {first['seconds']['high']} s; the budget leaves {available:.0f} s"
+            return chosen, {**report, "plan": after["seconds"], "gave_up": [f"{given} ({why})"]}
+    raise ToolkitError(
+        f"budget.seconds={recipe.budget.seconds:g}: not one epoch of one encoder fits (estimated at "
+        f"{estimate(with_epochs(held_out, 1), sizes, units, linear_seconds)['seconds']['high']} s on this machine, "
+        f"{spent:.0f} s spent preparing)",
+        fix="raise budget.seconds, or fit the linear model alone (toolkit run --linear-baseline)",
+    )
+
+
+def time_units(
+    recipe: SegmentClassificationRecipe, p: SegmentPrepared, documents: int, make_trainer: Callable[[Path], object]
+) -> tuple[dict[str, float], float | None]:
+    """The encoder's unit costs (`time_encoder`) and the linear model's seconds (None without a linear prior)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        units = time_encoder(make_trainer(Path(tmp)))
+    return units, time_linear(recipe, p, documents) if recipe.segments.linear_prior else None
+
+
+def cost_estimate(
+    recipe: SegmentClassificationRecipe, sizes: Sizes, units: dict[str, float], linear: float | None, seconds: float
 ) -> dict:
-    """--dry-run's estimate of the run's wall time on this CPU (`make_trainer(directory)`: the run's Trainer)."""
+    """--dry-run's estimate of the run's wall time on this CPU, with the precision and the CPU it holds for, and the
+    `seconds` the timing took."""
     from toolkit.hardware import describe
     from toolkit.tasks.training import precision_flags
 
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        units = time_encoder(make_trainer(Path(tmp)))
-    linear = time_linear(recipe, p, documents) if recipe.segments.linear_prior else None
     flags = precision_flags(recipe.train.precision)
-    report = estimate(recipe, p, documents, units, linear)
     machine = describe()
     return {
-        **report,
+        **estimate(recipe, sizes, units, linear),
         "precision": "bf16" if flags.get("bf16") else "fp16" if flags.get("fp16") else "fp32",
         "cpu": machine.get("cpu"),
         "cpu_flags": [f for f in machine.get("cpu_flags", []) if f.startswith(("avx", "amx"))],
-        "timing_seconds": round(time.perf_counter() - started, 1),
+        "timing_seconds": round(seconds, 1),
     }
+
+
+Timeable = Callable[[SegmentClassificationRecipe], tuple[SegmentPrepared, Callable[[Path], object]]]
+
+
+def timed(recipe: SegmentClassificationRecipe, p: SegmentPrepared, make_trainer: Callable[[Path], object]) -> tuple:
+    """(unit costs, linear seconds, sizes) of the prepared run."""
+    documents = len(p.train_records) + len(set(p.strategy.held) | set(p.strategy.stopping))
+    units, linear = time_units(recipe, p, documents, make_trainer)
+    return units, linear, sizes_of(recipe, p, documents)
+
+
+def dry_run_cost(
+    recipe: SegmentClassificationRecipe, p: SegmentPrepared, make_trainer: Callable[[Path], object], started: float
+) -> dict:
+    """What --dry-run adds to the plan: the cost estimate, and with budget.seconds the smaller plan the run would take
+    (`started`: time.monotonic() when planning began; the run prepares once more, so preparing counts twice)."""
+    timing = time.monotonic()
+    units, linear, sizes = timed(recipe, p, make_trainer)
+    out = {"cost_estimate": cost_estimate(recipe, sizes, units, linear, time.monotonic() - timing)}
+    if recipe.budget is not None:
+        chosen, report = plan_to_budget(recipe, sizes, units, linear, 2 * (time.monotonic() - started))
+        out["budget_plan"] = {**report, "epochs": chosen.train.epochs, "thresholds": chosen.segments.thresholds}
+    return out
+
+
+def fit_to_budget(recipe: SegmentClassificationRecipe, prepare: Timeable) -> tuple[SegmentClassificationRecipe, dict]:
+    """The recipe sized to budget.seconds from a few timed steps (`prepare(recipe)`: the prepared run and how to build
+    its Trainer), and the budget's report: what it gave up, the seconds reserved after training (scoring), and the
+    training `deadline` (time.monotonic()), at which training stops whatever the estimate said."""
+    assert recipe.budget is not None
+    started = time.monotonic()
+    p, make_trainer = prepare(recipe)
+    preparing = time.monotonic() - started  # the run prepares again
+    units, linear, sizes = timed(recipe, p, make_trainer)
+    spent = time.monotonic() - started + preparing
+    chosen, report = plan_to_budget(recipe, sizes, units, linear, spent)
+    stages = estimate(chosen, sizes, units, linear)["stages"]
+    reserved = {k: stages[k]["high"] for k in ("dev_scoring", "scoring_held_out") if k in stages}
+    deadline = started + recipe.budget.seconds * BUDGET_SHARE - sum(reserved.values())
+    report |= {"reserved_seconds": reserved, "spent_before_training": round(spent, 1), "stopped_at_deadline": []}
+    return chosen, {**report, "deadline": deadline}

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from toolkit.data.records import filter_labels, load_splits
 from toolkit.data.schema import SpanRecord
-from toolkit.evaluate.scorer import score
 from toolkit.infer.decisions import SegmentScores
 from toolkit.infer.linear_model import LINEAR_FILE, STARTS_FILE
 from toolkit.infer.segment_classifier import SegmentClassifier
@@ -39,7 +40,7 @@ from toolkit.spans.segment_decoding import sigmoid
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, Trained
-from toolkit.tasks.segments.cost import cost_estimate
+from toolkit.tasks.segments.cost import dry_run_cost, fit_to_budget
 from toolkit.tasks.segments.evidence import choose_strategy
 from toolkit.tasks.segments.features import SegmentWindows, segment_features, segment_input_features
 from toolkit.tasks.segments.linear_model import FittedLinearModel, fit_linear_model
@@ -67,6 +68,8 @@ from toolkit.tasks.segments.trainer import (
     segment_dataset,
     segment_trainer_class,
     stop_after_epochs,
+    stop_at_deadline,
+    window_metrics,
 )
 from toolkit.tasks.training import parameter_counts, steps_per_epoch, train_resuming, training_arguments
 
@@ -76,21 +79,40 @@ class SegmentClassification(Flow):
     # the Trainer's tuned_jaccard_f1.
     curve_selection_key = "jaccard_f1"
 
-    # 1. prepare --------------------------------------------------------------------------------------------
+    # 0. plan and budget ------------------------------------------------------------------------------------
 
     estimates_cost = True
+    # budget.seconds: when training must stop (time.monotonic()), what the budget gave up, and the steps it stopped at
+    deadline: float | None = None
+    budget_report: dict | None = None
 
-    def plan(self, recipe: SegmentClassificationRecipe, estimate_cost: bool = False) -> dict:
-        """--dry-run: validates and plans in seconds; the linear model is not fitted (the run fits it). With
-        `estimate_cost`, the run's stages are timed for a few steps and its wall time estimated (`cost.py`)."""
+    def run(self, recipe: SegmentClassificationRecipe, run_dir: Path):
+        """One run; with budget.seconds, first sized to fit it (`cost.fit_to_budget`), and stopped at its deadline."""
+        if recipe.budget is None:
+            return super().run(recipe, run_dir)
+        recipe, self.budget_report = fit_to_budget(recipe, self.prepare_to_time)
+        self.deadline = self.budget_report.pop("deadline")
+        return super().run(recipe, run_dir)
+
+    def prepare_to_time(self, recipe: SegmentClassificationRecipe) -> tuple[SegmentPrepared, Callable[[Path], Any]]:
+        """What `cost.py` times: the prepared run (the linear model not fitted) and how to build its Trainer."""
         from transformers import set_seed
 
         set_seed(recipe.seed)
         p = self.prepare(recipe, fit_linear=False)
+        return p, lambda directory: self.trainer(recipe, directory, p)
+
+    def plan(self, recipe: SegmentClassificationRecipe, estimate_cost: bool = False) -> dict:
+        """--dry-run: validates and plans in seconds; the linear model is not fitted (the run fits it). With
+        `estimate_cost`, the run's stages are timed for a few steps and its wall time estimated, with the smaller
+        plan a budget would take (`cost.py`)."""
+        started = time.monotonic()
+        p, make_trainer = self.prepare_to_time(recipe)
         if estimate_cost:
-            documents = len(p.train_records) + len(set(p.strategy.held) | set(p.strategy.stopping))
-            p.plan["cost_estimate"] = cost_estimate(recipe, p, documents, lambda tmp: self.trainer(recipe, tmp, p))
+            p.plan.update(dry_run_cost(recipe, p, make_trainer, started))
         return p.plan
+
+    # 1. prepare --------------------------------------------------------------------------------------------
 
     def prepare(self, recipe: SegmentClassificationRecipe, fit_linear: bool = True) -> SegmentPrepared:
         """Data, labels, the evidence strategy, model, inputs and the linear model: everything before training.
@@ -249,11 +271,18 @@ class SegmentClassification(Flow):
             eval_dataset=None if refit is not None else segment_dataset(evaluated),
             data_collator=segment_collator(p.tokenizer),
             compute_metrics=compute_metrics,
-            callbacks=[stop_after_epochs(refit[0])]
-            if refit is not None
-            else [EarlyStoppingCallback(patience)]
-            if patience
-            else [],
+            callbacks=(
+                [stop_after_epochs(refit[0])]
+                if refit is not None
+                else [EarlyStoppingCallback(patience)]
+                if patience
+                else []
+            )
+            + (
+                []
+                if self.deadline is None or self.budget_report is None
+                else [stop_at_deadline(self.deadline, self.budget_report["stopped_at_deadline"])]
+            ),
             pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
             focal_gamma=s.focal_gamma,
             epoch_sampler=sampler,
@@ -355,6 +384,7 @@ class SegmentClassification(Flow):
             "spans_not_representable_train": p.train_report.spans_not_representable,
             "spans_not_representable_dev": p.dev_report.spans_not_representable,
             **trained.notes,  # hard_negatives, cross_fitting
+            **({"budget": self.budget_report} if self.budget_report is not None else {}),
         }
 
 
@@ -405,28 +435,6 @@ def fit_linear_on_training(
     return fit_linear_model(
         records, labels, s.min_overlap, s.folds, recipe.seed, recipe.task, s.clause_starts, scores_threshold_documents
     )
-
-
-def window_metrics(scorer: SegmentClassifier, ev: EvaluationSet, labels: list[str], jaccard: float):
-    """compute_metrics over windows: the evaluation documents at 0.5, and what thresholds do not decide: macro AUPR
-    over the threshold sweep and Jaccard at thresholds cross-fitted over two halves of them (as the final scoring),
-    so a learning curve shows how soon the model ranks clauses, whatever its calibration."""
-    texts, golds = [r.text for r in ev.records], [r.spans for r in ev.records]
-    keys = ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")
-
-    def compute_metrics(pred) -> dict:
-        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
-        windows = ev.windows.windows
-        scores = scorer.segment_scores(
-            texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)], ev.priors
-        )
-        summary = score(texts, golds, scorer.spans_at(scores), jaccard_threshold=jaccard, bootstrap=0)["summary"]
-        return {
-            **{k: summary[k] for k in keys},
-            **cross_fitted_summary(scorer, scores, texts, golds, labels, jaccard),
-        }
-
-    return compute_metrics
 
 
 def linear_alone(recipe: SegmentClassificationRecipe, p: SegmentPrepared, linear: SegmentScores) -> dict:

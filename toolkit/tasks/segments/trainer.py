@@ -8,12 +8,13 @@ import random
 
 import numpy as np
 
+from toolkit.evaluate.scorer import score
 from toolkit.infer.decisions import SegmentScores
 from toolkit.registry.segment_classification import HardNegativesConfig, SegmentClassificationRecipe
 from toolkit.spans.segment_decoding import sigmoid
 from toolkit.tasks.flow import Trained
 from toolkit.tasks.segments.features import SegmentEpochSampler, SegmentWindows, choose_hard_negatives
-from toolkit.tasks.segments.prepared import SegmentPrepared
+from toolkit.tasks.segments.prepared import EvaluationSet, SegmentPrepared
 from toolkit.tasks.segments.thresholding import cross_fitted_summary
 from toolkit.tasks.training import steps_per_epoch
 
@@ -223,6 +224,23 @@ def examples_per_epoch(recipe: SegmentClassificationRecipe, train: SegmentWindow
     return len(train.windows) if sampler is None else len(sampler)
 
 
+def stop_at_deadline(deadline: float, stopped: list):
+    """A callback that ends training once `time.monotonic()` passes `deadline` (budget.seconds: the run's deadline
+    for training, whatever its estimate said), and notes the global step it stopped at in `stopped`."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class StopAtDeadline(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if time.monotonic() >= deadline and not control.should_training_stop:
+                control.should_training_stop = True
+                stopped.append(state.global_step)
+            return control
+
+    return StopAtDeadline()
+
+
 def stop_after_epochs(epochs: float):
     """A callback that ends training after `epochs` epochs, whatever the schedule's horizon (the refit after
     cross-fitting: the folds' schedule, stopped where they stopped)."""
@@ -318,6 +336,28 @@ def encoder_metrics(recipe: SegmentClassificationRecipe, labels: list[str], scor
             alone = SegmentScores(segments, [sigmoid(x) for x in encoder])
             figures |= cross_fitted_summary(scorer, alone, texts, golds, labels, recipe.eval.jaccard_threshold)
         return figures
+
+    return compute_metrics
+
+
+def window_metrics(scorer, ev: EvaluationSet, labels: list[str], jaccard: float):
+    """compute_metrics over windows: the evaluation documents at 0.5, and what thresholds do not decide: macro AUPR
+    over the threshold sweep and Jaccard at thresholds cross-fitted over two halves of them (as the final scoring),
+    so a learning curve shows how soon the model ranks clauses, whatever its calibration."""
+    texts, golds = [r.text for r in ev.records], [r.spans for r in ev.records]
+    keys = ("jaccard_f1", "jaccard_precision", "jaccard_recall", "span_f1", "boundary_both_recall")
+
+    def compute_metrics(pred) -> dict:
+        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+        windows = ev.windows.windows
+        scores = scorer.segment_scores(
+            texts, windows, [logits[i, : len(w.input_ids)] for i, w in enumerate(windows)], ev.priors
+        )
+        summary = score(texts, golds, scorer.spans_at(scores), jaccard_threshold=jaccard, bootstrap=0)["summary"]
+        return {
+            **{k: summary[k] for k in keys},
+            **cross_fitted_summary(scorer, scores, texts, golds, labels, jaccard),
+        }
 
     return compute_metrics
 
