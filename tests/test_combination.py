@@ -221,3 +221,25 @@ def test_a_dry_run_of_a_recipe_with_a_linear_prior_plans_the_prior_without_fitti
     plan = json.loads(dry.stdout)
     assert plan["linear_prior"] == {"folds": 3, "fitted": "when the run starts, not by --dry-run"}
     assert "cost_estimate" not in plan  # --no-estimate: validation alone, in seconds
+
+
+def test_holm_adjusts_each_labels_p_value_for_the_labels_tested():
+    from toolkit.tasks.segments.combination import holm
+
+    adjusted = holm({"A": 0.01, "B": 0.04, "C": 0.03, "D": 0.5})
+    # ordered 0.01, 0.03, 0.04, 0.5: times 4, 3, 2, 1, each at least the one before
+    assert adjusted == {"A": 0.04, "C": 0.09, "B": 0.09, "D": 0.5}
+    assert holm({"A": 0.04}) == {"A": 0.04} and holm({}) == {}
+
+
+def test_the_encoder_is_kept_on_the_holm_adjusted_p_value_of_the_labels_tested():
+    """Each tested label's p-value is adjusted for the labels tested, and the adjusted one decides: a gain that
+    would pass one 5% test does not pass forty-one (41 x p)."""
+    from toolkit.tasks.segments.combination import holm
+
+    combination = fit_combination(_evidence(1.5, seed=0, documents=40), ["A", "B"], [0.35, 0.6], 0.5)
+    for row in combination.report.values():
+        assert row["p_holm"] >= row["p_value"]
+        assert (row["uses"] == "encoder+linear") == (row["p_holm"] < 0.05)
+    many = {"A": 0.002, **{f"noise{i}": 0.6 for i in range(40)}}
+    assert holm(many)["A"] == pytest.approx(0.082) and holm({"A": 0.002})["A"] == 0.002
