@@ -2,6 +2,7 @@
 on held-out training documents, and the three models (linear, encoder, final) reported on dev."""
 
 import json
+import re
 
 import pytest
 from conftest import REPO
@@ -491,7 +492,7 @@ def test_a_budget_lowers_the_epoch_cap_then_gives_up_cross_fitting_and_says_so(t
         plan_to_budget(budget(1.0), sizes, UNITS, 5.0, spent=0)
 
 
-def test_a_budgeted_run_records_its_plan_and_stops_at_its_deadline(tiny_bert, tmp_path, monkeypatch):
+def test_a_budgeted_run_records_its_plan_and_stops_at_its_deadline(tiny_bert, tmp_path, monkeypatch, capsys):
     from toolkit.registry.recipe_loader import load_recipe
     from toolkit.tasks import plan_recipe, run_recipe
     from toolkit.tasks.segments import cost
@@ -504,6 +505,7 @@ def test_a_budgeted_run_records_its_plan_and_stops_at_its_deadline(tiny_bert, tm
     budget = result.run["budget"]
     assert budget["seconds"] == 3600 and budget["plan"] == "as written" and budget["stopped_at_deadline"] == []
     assert set(budget["reserved_seconds"]) == {"dev_scoring", "scoring_held_out"}
+    assert re.search(r"segments: training; [\d.]+ min of the budget's training time left", capsys.readouterr().err)
     # A deadline already past stops training after its first step, and the record says so.
     from toolkit.tasks.segments import method
 

@@ -16,6 +16,7 @@ a smaller plan when the recipe sets a budget (`plan_to_budget`).
 from __future__ import annotations
 
 import itertools
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
+from toolkit.tasks.segments.cross_fit import FOLDS_DIR
 from toolkit.tasks.segments.evidence import choose_strategy
 from toolkit.tasks.segments.linear_model import fit_classifier, segment_documents
 from toolkit.tasks.segments.prepared import SegmentPrepared
@@ -306,3 +308,15 @@ def fit_to_budget(recipe: SegmentClassificationRecipe, prepare: Timeable) -> tup
     deadline = started + recipe.budget.seconds * BUDGET_SHARE - sum(reserved.values())
     report |= {"reserved_seconds": reserved, "spent_before_training": round(spent, 1), "stopped_at_deadline": []}
     return chosen, {**report, "deadline": deadline}
+
+
+def announce_stage(run_dir: Path, refit: bool, deadline: float | None) -> None:
+    """One line on stderr as a training stage starts: which (a fold, the refit, the training) and, under
+    budget.seconds, the training time the budget has left."""
+    stage = run_dir.name if run_dir.parent.name == FOLDS_DIR else "refit" if refit else "training"
+    left = (
+        ""
+        if deadline is None
+        else f"; {max(0.0, deadline - time.monotonic()) / 60:.1f} min of the budget's training time left"
+    )
+    sys.stderr.write(f"segments: {stage}{left}\n")

@@ -40,7 +40,7 @@ from toolkit.spans.segment_decoding import sigmoid
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
 from toolkit.tasks.flow import Flow, Trained
-from toolkit.tasks.segments.cost import dry_run_cost, fit_to_budget
+from toolkit.tasks.segments.cost import announce_stage, dry_run_cost, fit_to_budget
 from toolkit.tasks.segments.evidence import choose_strategy
 from toolkit.tasks.segments.features import SegmentWindows, segment_features, segment_input_features
 from toolkit.tasks.segments.linear_model import FittedLinearModel, fit_linear_model
@@ -199,6 +199,10 @@ class SegmentClassification(Flow):
         if recipe.segments.hard_negatives is None:
             return trained
         return self.train_on_hard_negatives(recipe, run_dir, p, trained)
+
+    def train_stage(self, recipe: SegmentClassificationRecipe, run_dir: Path, prepared, **trainer_options) -> Trained:
+        announce_stage(run_dir, bool(trainer_options.get("refit")), self.deadline)  # the Trainer's bar shows steps
+        return super().train_stage(recipe, run_dir, prepared, **trainer_options)
 
     def train_on_hard_negatives(
         self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, first: SegmentTrained
