@@ -96,6 +96,7 @@ class Record(BaseModel):
     others: dict[str, float] = Field(default_factory=dict)
     documents: int | None = None
     train_seconds: float | None = None
+    precision: str | None = Field(default=None, description="What the training ran in: bf16, fp16 or fp32.")
     inference_seconds: float | None = Field(default=None, description="Scoring the documents, model loading excluded.")
     cpu: str
     cpu_flags: list[str]
@@ -244,6 +245,7 @@ def record_from_run(run: Path, table: str, system: str, command: str) -> Record:
         others=others,
         documents=metrics["counts"]["documents"],
         train_seconds=metrics["run"].get("train_seconds"),
+        precision=metrics["run"].get("train_precision"),
         inference_seconds=metrics["run"].get("eval_seconds"),
         command=command,
         **generated(said, taught),

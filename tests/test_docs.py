@@ -564,6 +564,7 @@ def test_verify_writes_a_record_again_from_its_run_and_fails_on_an_edited_commit
     assert commit, "a run in a git checkout writes the commit it ran at"
     r = results.record_from_run(run, "Set (dev)", "tiny", "toolkit run demo_segments_mlm.yaml")
     assert r.commit == commit and r.source
+    assert r.precision == "fp32" and r.others["wall seconds"] > 0  # what the training ran in, and the whole run
     (tmp_path / "tiny.json").write_text(r.model_dump_json(indent=1))
     assert results.verify(tmp_path) == []
     earlier = results._git("rev-parse", "--short=7", "HEAD~1")  # a real commit: only the run tells it apart

@@ -232,6 +232,8 @@ def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
             stage: round(b - a, 1) for stage, a, b in zip(("prepare", "train", "save_and_evaluate"), clock, clock[1:])
         },
         "train_seconds": round(span.seconds, 1),
+        # What the training ran in (train.precision resolved on this machine: prefer_bf16 is fp32 without bf16 units).
+        "train_precision": "bf16" if trained.trainer.args.bf16 else "fp16" if trained.trainer.args.fp16 else "fp32",
         # Seconds of training steps alone (no evaluations, no curve): what train.max_seconds budgets.
         "train_step_seconds": round(trained.clock.seconds, 1),
         "stopped_by_time_budget": trained.clock.stopped_by_budget,
