@@ -516,3 +516,36 @@ def test_a_budgeted_run_records_its_plan_and_stops_at_its_deadline(tiny_bert, tm
     monkeypatch.setattr(method, "fit_to_budget", past_deadline)
     result = run_recipe(recipe, tmp_path / "late")
     assert result.run["budget"]["stopped_at_deadline"] == [1] and result.run["optimizer_steps"] == 1
+
+
+def test_one_frozen_layer_cache_serves_every_fold_and_the_refit(tiny_bert, tmp_path):
+    """Every encoder of a cross-fitted run starts from the same pretrained weights and never trains its frozen part,
+    so one cache serves them all: a second encoder gets the states the first computed, equal to its own, and the
+    run computes each distinct input's states once however many encoders read it."""
+    import torch
+
+    from toolkit.models.building import build_segment_model
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.segments.trainer import frozen_cache
+
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN, "model.train_layers=1"]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", [*overrides, "segments.thresholds=cross_fitted"])
+    first, _ = build_segment_model(recipe.model, ["A"])
+    second, _ = build_segment_model(recipe.model, ["A"])
+    ids, mask = torch.tensor([[1, 5, 7, 2]]), torch.ones(1, 4, dtype=torch.long)
+    cache = frozen_cache(recipe, first)
+    cache.forward(first, {"input_ids": ids, "attention_mask": mask})
+    assert frozen_cache(recipe, second, cache) is cache and cache.base is second.base_model
+    replayed = cache.forward(second, {"input_ids": ids, "attention_mask": mask}).logits
+    fresh = frozen_cache(recipe, second).forward(second, {"input_ids": ids, "attention_mask": mask}).logits
+    assert cache.replayed == 1 and torch.allclose(replayed, fresh)
+
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", [*overrides, "train.epochs=2",
+        "segments.thresholds=cross_fitted"]), tmp_path / "run")  # fmt: skip
+    report = result.run["encoder_training"]["frozen_layer_cache"]
+    plan = json.loads((result.run_dir / "data_report.json").read_text())
+    assert 0 < report["inputs_computed"] <= plan["train"]["windows"] and report["evicted"] == 0
+    # The report covers every encoder that read the cache: more reads than the refit's own epochs made.
+    refit_reads = result.run["epochs_completed"] * plan["inputs_per_epoch"]
+    assert report["inputs_computed"] + report["inputs_replayed"] > 1.5 * refit_reads

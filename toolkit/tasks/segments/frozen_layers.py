@@ -7,6 +7,10 @@ returns the cached states and its layer list for the trainable top layers, so th
 preparation, top layers and head run as they always do. The cached states are computed with the frozen part
 in eval mode (no dropout inside it), and the model that is saved, exported and served is the whole model.
 
+One cache serves every encoder of a run (each fold's, the refit, a hard-negative stage): they all start from the
+same pretrained weights and never train the frozen part, so an input's states are the same for each; `bind` points
+the cache at the next encoder.
+
 The cache holds at most `max_bytes` of states (segments.frozen_cache_mb): past that, the inputs read longest ago
 are evicted and computed again when they come back, so memory stays bounded on any training set; its report gives
 the hit rate and what was evicted.
@@ -39,19 +43,24 @@ class FrozenLayerCache:
     `max_bytes` of them (least recently read evicted first)."""
 
     def __init__(self, model, frozen: int, max_bytes: int | None = None):
-        self.base, self.embeddings, self.layers = _trunk(model)
+        self.bind(model)
         if not 0 < frozen < len(self.layers):
             raise ConfigError(
                 f"segments.cache_frozen_layers: model.train_layers leaves {frozen} of {len(self.layers)} layers "
                 "frozen; there is nothing to cache below a trainable layer",
                 fix="set model.train_layers below the model's layer count, or segments.cache_frozen_layers=false",
             )
-        self.frozen, self.max_bytes = frozen, max_bytes
+        self.frozen, self.max_bytes = frozen, max_bytes  # bind() read the layers
         self.states: OrderedDict[tuple[int, ...], object] = OrderedDict()  # least recently read first
         self.bytes = self.peak_bytes = 0
         self.computed = 0  # inputs whose frozen part was run (again, after an eviction)
         self.replayed = 0  # inputs served from the cache
         self.evicted = 0
+
+    def bind(self, model) -> FrozenLayerCache:
+        """Serve `model` from now on, with the states cached so far (its frozen part is the same pretrained one)."""
+        self.base, self.embeddings, self.layers = _trunk(model)
+        return self
 
     @contextmanager
     def _swapped(self, embeddings, layers):

@@ -82,9 +82,9 @@ class SegmentClassification(Flow):
     # 0. plan and budget ------------------------------------------------------------------------------------
 
     estimates_cost = True
-    # budget.seconds: when training must stop (time.monotonic()), what the budget gave up, and the steps it stopped at
-    deadline: float | None = None
+    deadline: float | None = None  # budget.seconds: when training stops (time.monotonic()), and what it gave up
     budget_report: dict | None = None
+    frozen = None  # the run's one frozen-layer cache, bound to each encoder it trains
 
     def run(self, recipe: SegmentClassificationRecipe, run_dir: Path):
         """One run; with budget.seconds, first sized to fit it (`cost.fit_to_budget`), and stopped at its deadline."""
@@ -268,6 +268,8 @@ class SegmentClassification(Flow):
             args.eval_strategy, args.load_best_model_at_end = IntervalStrategy.NO, False
         else:
             args.num_train_epochs = planned_epochs(recipe, examples_per_epoch(recipe, p.train))
+        if sampler is not None:  # the run's one frozen-layer cache, bound to this encoder
+            self.frozen = frozen_cache(recipe, p.model, self.frozen)
         return segment_trainer_class()(
             model=p.model,
             args=args,
@@ -290,7 +292,7 @@ class SegmentClassification(Flow):
             pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
             focal_gamma=s.focal_gamma,
             epoch_sampler=sampler,
-            frozen_cache=frozen_cache(recipe, p.model) if sampler is not None else None,
+            frozen_cache=self.frozen if sampler is not None else None,
         )
 
     def curve_selects(self, recipe: SegmentClassificationRecipe, prepared: SegmentPrepared) -> bool:

@@ -208,11 +208,14 @@ def epoch_sampler(recipe: SegmentClassificationRecipe, train: SegmentWindows) ->
     )
 
 
-def frozen_cache(recipe: SegmentClassificationRecipe, model):
-    """segments.cache_frozen_layers with model.train_layers: the frozen part's states, computed once per input."""
+def frozen_cache(recipe: SegmentClassificationRecipe, model, shared=None):
+    """segments.cache_frozen_layers with model.train_layers: the frozen part's states, computed once per input;
+    `shared`, the run's cache so far, bound to this model (every fold, the refit and later stages share one)."""
     top = recipe.model.train_layers
     if top is None or not recipe.segments.cache_frozen_layers:
         return None
+    if shared is not None:
+        return shared.bind(model)
     from toolkit.tasks.segments.frozen_layers import FrozenLayerCache
 
     mb = recipe.segments.frozen_cache_mb
