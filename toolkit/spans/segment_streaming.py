@@ -32,16 +32,14 @@ ScoreBlock = Callable[
 MAX_PENDING_SEGMENTS = 50_000
 
 
-def segment_blocks(
-    text: str, chunk_chars: int = CHUNK_CHARS, tally: dict | None = None
-) -> Iterator[list[tuple[int, int]]]:
+def segment_blocks(text: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[list[tuple[int, int]]]:
     """`segment_text(text)`, a run of whole lines (about `chunk_chars` characters, or one longer line) at a time,
-    never copying the text (`tally["segments_split"]`: see `segment_text`)."""
+    never copying the text."""
     lo = 0
     while lo < len(text):
         newline = text.find("\n", lo + chunk_chars)
         hi = len(text) if newline < 0 else newline + 1
-        yield segment_text(text, lo, hi, tally)
+        yield segment_text(text, lo, hi)
         lo = hi
 
 

@@ -270,6 +270,10 @@ class SegmentClassification(Flow):
             args.num_train_epochs = planned_epochs(recipe, examples_per_epoch(recipe, p.train))
         if sampler is not None:  # the run's one frozen-layer cache, bound to this encoder
             self.frozen = frozen_cache(recipe, p.model, self.frozen)
+        callbacks = [stop_after_epochs(refit[0])] if refit is not None else []
+        callbacks += [EarlyStoppingCallback(patience)] if refit is None and patience else []
+        if self.deadline is not None and self.budget_report is not None:
+            callbacks.append(stop_at_deadline(self.deadline, self.budget_report["stopped_at_deadline"]))
         return segment_trainer_class()(
             model=p.model,
             args=args,
@@ -277,18 +281,7 @@ class SegmentClassification(Flow):
             eval_dataset=None if refit is not None else segment_dataset(evaluated),
             data_collator=segment_collator(p.tokenizer),
             compute_metrics=compute_metrics,
-            callbacks=(
-                [stop_after_epochs(refit[0])]
-                if refit is not None
-                else [EarlyStoppingCallback(patience)]
-                if patience
-                else []
-            )
-            + (
-                []
-                if self.deadline is None or self.budget_report is None
-                else [stop_at_deadline(self.deadline, self.budget_report["stopped_at_deadline"])]
-            ),
+            callbacks=callbacks,
             pos_weight=positive_weights(s.loss_weights, p.labels, p.train.segment_labels),
             focal_gamma=s.focal_gamma,
             epoch_sampler=sampler,
