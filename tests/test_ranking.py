@@ -199,3 +199,24 @@ def test_spans_without_a_word_are_neither_ranked_nor_counted_in_the_sweep():
     starts = np.array([[1.0], [1.0]])
     counts = threshold_counts([text], gold, [segments], [probs], ["A"], grid=(0.5,), starts=[starts])
     assert counts[0, 0, 0].tolist() == [1, 1, 1]
+
+
+def test_a_label_with_few_clauses_takes_its_threshold_toward_the_curve_every_label_shares():
+    from toolkit.evaluate.thresholds import choose_from_counts, choose_toward_pool
+
+    grid = (0.2, 0.5, 0.8)
+
+    def counts(matched: list[int], predicted: list[int], gold: int) -> np.ndarray:
+        """[thresholds, documents=1, 3] for one label."""
+        return np.array([[[m, p, gold]] for m, p in zip(matched, predicted)])
+
+    many = counts([80, 90, 60], [100, 100, 70], 100)  # its own best is 0.5 (F1 0.9)
+    few = counts([2, 1, 0], [3, 1, 0], 2)  # alone, its best is 0.2 (F1 0.8 against 0.67 at 0.5)
+    odd = counts([1, 0, 0], [2, 5, 5], 1)  # two clauses' noise says 0.2
+    table = np.stack([many, few, odd])
+    assert choose_from_counts(table, grid=grid)[2] == 0.2
+    # the pooled curve (mostly `many`'s) pulls the labels with one and two clauses to 0.5; `many` keeps its own
+    assert choose_from_counts(table, grid=grid)[1] == 0.2
+    assert choose_toward_pool(table, grid=grid) == [0.5, 0.5, 0.5]
+    # with no pull at all, each label is its own best again
+    assert choose_toward_pool(table, prior_clauses=0, grid=grid) == choose_from_counts(table, grid=grid)

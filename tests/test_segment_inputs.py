@@ -304,6 +304,8 @@ def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serve
 
     assert result.run["dev_thresholds"].startswith("fitted with the combination on 12 training documents scored out")
     report, kept = result.run["combination"], result.run["encoder_kept"]
+    pooled = result.run["combination_pooled"]  # one decision over every label, its penalty chosen by grouped folds
+    assert pooled["documents"] == 12 and pooled["departure_penalty"] > 0 and 0 < pooled["p_value"] <= 1
     assert set(result.run["combination_seconds"]) == {"stack"}  # the folds' scoring is in run.cross_fitting
     run = open_run(result.run_dir)
     for j, label in enumerate(run.labels):
@@ -311,7 +313,7 @@ def test_a_cross_fitted_run_scores_every_training_document_out_of_fold_and_serve
         assert row["evidence_documents"] == 12 and run.meta.thresholds[j] == row["threshold"]
         assert (label in kept) == (row["uses"] == "encoder+linear")
         if "p_value" in row:
-            assert 0 < row["p_value"] <= 1 and row["penalty"] > 0
+            assert 0 < row["p_value"] <= 1 and "encoder_weight" in row
     assert set(result.metrics["models"]) == {"linear", "encoder", "final"}
     assert load_predictor(result.run_dir).predict([TEXT])  # the served model loads and decides
 

@@ -173,6 +173,27 @@ def choose_from_counts(
     return chosen
 
 
+# A label's own F1 curve counts as this many clauses beside the pooled curve of every label: a label with 5
+# clauses takes its threshold mostly from the pooled rule, one with 100 mostly from its own.
+POOLED_THRESHOLD_CLAUSES = 20
+
+
+def choose_toward_pool(
+    counts: np.ndarray, prior_clauses: float = POOLED_THRESHOLD_CLAUSES, grid: Sequence[float] = THRESHOLD_GRID
+) -> list[float]:
+    """Per label, the grid threshold that maximises its own Jaccard F1 and the pooled one (every label's counts
+    summed) averaged with weights n_l and `prior_clauses` (n_l: the label's gold clauses): a few clauses' curve
+    is noise around a threshold the labels share, so it is shrunk toward it. Ties go to the higher threshold."""
+    totals = counts.sum(axis=2)  # [labels, thresholds, 3]
+    pooled = _f1(totals.sum(axis=0))
+    chosen = []
+    for j in range(totals.shape[0]):
+        clauses = float(totals[j, 0, 2])
+        f1 = (clauses * _f1(totals[j]) + prior_clauses * pooled) / (clauses + prior_clauses)
+        chosen.append(float(grid[max(range(len(grid)), key=lambda i: (f1[i], grid[i]))]))
+    return chosen
+
+
 def cross_fitted_from_counts(counts: np.ndarray, default: float = SCORING.decision_threshold) -> list[list[float]]:
     """Per document, the thresholds chosen on the other fold (documents split by even and odd position)."""
     n_docs = counts.shape[2]

@@ -1,32 +1,44 @@
-"""segments.combination: fitted. How much of the encoder to trust, per label, decided on training documents
-the encoder did not train on (out of fold with segments.thresholds=cross_fitted, a held-out share with
+"""segments.combination: fitted. How much of the encoder to trust, decided once across labels on training
+documents the encoder did not train on (out of fold with segments.thresholds=cross_fitted, a held-out share with
 held_out). No torch, no I/O (scikit-learn fits, in `stacking.py`).
 
-The final score of a label is sigmoid(w_linear * linear logit + w_encoder * encoder logit + bias): a penalized
-logistic regression over the two standardized logits, its penalty chosen by cross-validation grouped by
-document (`stacking.fit_stack`). The encoder is kept for a label only where it adds to the linear model on a
-one-sided test at 5%: the stack's out-of-fold log-loss against the linear logit recalibrated alone, with a
-bootstrap over documents (`stacking.gain_test`), its p-value corrected for the number of labels tested (Holm's
-step-down: with 41 labels, about two would pass an uncorrected 5% test by chance alone). The threshold is the
-best Jaccard F1 of the stack's out-of-fold scores, so no figure that decides is scored on the fit that made it.
-A label where the encoder is not kept (or with too few clauses to tell) is the linear model alone at its
-out-of-fold threshold: the `--linear-baseline` decision.
+A label's final score is sigmoid(w_linear * linear logit + w_encoder * encoder logit + bias), from one stack
+over every label (`stacking.fit_pooled_stack`): the linear logit recalibrated per label, the encoder's at a
+weight pooled across labels, each label's departure from it shrunk toward 0 by a penalty chosen by
+document-grouped cross-validation over all labels together. The decision then reads every label at once:
+- one test: the stack's out-of-fold log-loss against the linear logit recalibrated alone, over every label's
+  segments, with a bootstrap over documents, one-sided at 5% (`stacking.gain_test`), keeps the encoder or not;
+- a label departs from that decision only where its own one-sided test in the departing direction (the encoder
+  hurts it, where kept; adds to it, where not) passes after Holm's correction for the labels tested (with 41
+  labels, about two would pass an uncorrected 5% test by chance alone), or where its pooled weight is not
+  positive;
+- the thresholds are the best Jaccard F1 of the stack's out-of-fold scores, a few clauses' curve shrunk toward
+  the pooled curve of every label (`evaluate.thresholds.choose_toward_pool`).
+So no figure that decides is scored on the fit that made it. A label where the encoder is not used (or without a
+clause in the evidence) is the linear model alone at its out-of-fold threshold: the `--linear-baseline` decision.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from toolkit.evaluate.ranking import sweep_metrics
-from toolkit.evaluate.thresholds import choose_from_counts, threshold_counts
+from toolkit.evaluate.thresholds import choose_from_counts, choose_toward_pool, threshold_counts
 from toolkit.spans.overlaps import SpanLike
 from toolkit.spans.segment_decoding import sigmoid
-from toolkit.tasks.segments.stacking import SIGNIFICANCE, fit_stack, gain_test, out_of_fold_logits
+from toolkit.tasks.segments.stacking import (
+    FOLDS,
+    SIGNIFICANCE,
+    fit_pooled_stack,
+    gain_test,
+    out_of_fold_pooled,
+)
 
-# Fewer clauses of a label than this cannot show a gain beyond one clause's noise: linear alone.
+# Fewer clauses of a label than this cannot show a departure beyond one clause's noise: the label follows the
+# decision taken over every label.
 MIN_HELD_OUT_CLAUSES = 5
 LINEAR_ONLY = (1.0, 0.0, 0.0)
 
@@ -48,33 +60,40 @@ class HeldOutEvidence:
 
 @dataclass(frozen=True)
 class Combination:
-    """Per label (w_linear, w_encoder, bias) and threshold, and what the test found on the evidence."""
+    """Per label (w_linear, w_encoder, bias) and threshold, what the tests found on the evidence per label, and
+    the decision taken over every label (`pooled`)."""
 
     weights: list[list[float]]
     thresholds: list[float]
     report: dict[str, dict]
+    pooled: dict = field(default_factory=dict)
 
     @property
     def linear_only(self) -> list[str]:
-        """The labels where the encoder did not add to the linear model."""
+        """The labels where the encoder is not used."""
         return [label for label, r in self.report.items() if r["uses"] == "linear"]
 
     @property
-    def kept(self) -> dict[str, float]:
-        """The labels that use the encoder, with their p-values."""
-        return {label: r["p_value"] for label, r in self.report.items() if r["uses"] == "encoder+linear"}
+    def kept(self) -> dict[str, float | None]:
+        """The labels that use the encoder, with their own tests' p-values (None where not tested)."""
+        return {label: r.get("p_value") for label, r in self.report.items() if r["uses"] == "encoder+linear"}
 
     def note(self) -> str:
         """One plain sentence for the run's record and the console."""
-        kept = ", ".join(f"{label} (p {p:.3f})" for label, p in self.kept.items())
+        tested = self.pooled.get("p_value")
+        decided = (
+            f"one test over every label ({self.pooled['documents']} documents, out-of-fold log-loss gain "
+            f"{self.pooled['log_loss_gain']:.5f}, one-sided p {tested:.3f}) "
+            f"{'kept' if self.pooled['kept'] else 'did not keep'} the encoder"
+            if tested is not None
+            else "the evidence held no clause to test the encoder on"
+        )
+        kept = ", ".join(self.kept)
         if not self.linear_only:
-            return f"the encoder added to the linear model for every label: {kept}"
-        if not kept:
-            return (
-                "the encoder did not add to the linear model for any label on the training documents it did not "
-                "train on: the model is the linear baseline (see run.combination for each label's test)"
-            )
-        return f"the encoder is kept for {kept}; the other labels use the linear model alone (see run.combination)"
+            return f"{decided}; it is used for every label: {kept}"
+        if not self.kept:
+            return f"{decided}; the model is the linear baseline (see run.combination for each label's test)"
+        return f"{decided}; it is used for {kept}; the other labels use the linear model alone (see run.combination)"
 
 
 def _column(arrays: Sequence[np.ndarray], j: int) -> np.ndarray:
@@ -85,6 +104,32 @@ def _per_document(values: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
     return [part[:, None] for part in np.split(values, np.cumsum(sizes)[:-1])]
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """Every label's scored segments as rows of one table (a segment no window token reached has no encoder
+    logit and is left out)."""
+
+    y: np.ndarray
+    documents: np.ndarray
+    label: np.ndarray
+    linear: np.ndarray
+    encoder: np.ndarray
+    segment: np.ndarray  # the row's index among every segment of the evidence, to put scores back
+
+
+def _rows(evidence: HeldOutEvidence, tested: Sequence[int]) -> _Rows:
+    sizes = [len(t) for t in evidence.targets]
+    documents = np.repeat(np.arange(len(sizes)), sizes)
+    parts: list[tuple] = []
+    for j in tested:
+        y, linear, encoder = (_column(a, j) for a in (evidence.targets, evidence.linear, evidence.encoder))
+        scored = np.flatnonzero(np.isfinite(linear) & np.isfinite(encoder))
+        parts.append(
+            (y[scored].astype(int), documents[scored], np.full(len(scored), j), linear[scored], encoder[scored], scored)
+        )
+    return _Rows(*(np.concatenate(column) if parts else np.zeros(0) for column in zip(*parts)))
+
+
 def fit_combination(
     evidence: HeldOutEvidence,
     labels: Sequence[str],
@@ -93,73 +138,135 @@ def fit_combination(
     seed: int = 0,
     min_clauses: int = MIN_HELD_OUT_CLAUSES,
 ) -> Combination:
-    """Per label, the stack where the encoder adds to the linear model on the evidence (one-sided, 5%), else
-    the linear model alone at `linear_thresholds` (chosen out of fold)."""
-    report: dict[str, dict] = {}
-    stacked_choice: dict[str, tuple[list[float], float]] = {}  # the stack's weights and threshold, where it adds
+    """The pooled stack where one test over every label finds that the encoder adds to the linear model (less
+    the labels that depart from that decision), else the linear model alone at `linear_thresholds` (chosen out
+    of fold)."""
     sizes = [len(t) for t in evidence.targets]
-    documents = np.repeat(np.arange(len(sizes)), sizes)
-    for j, label in enumerate(labels):
-        y = _column(evidence.targets, j).astype(int)
-        linear, encoder = _column(evidence.linear, j), _column(evidence.encoder, j)
-        scored = np.isfinite(linear) & np.isfinite(encoder)  # a segment no window token reached has no encoder logit
-        clauses = sum(1 for gold in evidence.golds for span in gold if span.label == label)
-        row: dict = {"evidence_clauses": clauses, "evidence_documents": len(sizes)}
-        # Too few clauses: no stack is fitted (its grouped cross-validation is the costly part).
-        stack = (
-            None
-            if clauses < min_clauses
-            else fit_stack(y[scored], documents[scored], linear[scored], encoder[scored], seed=seed)
+    clauses = {label: sum(1 for gold in evidence.golds for s in gold if s.label == label) for label in labels}
+    report = {label: {"evidence_clauses": clauses[label], "evidence_documents": len(sizes)} for label in labels}
+    tested = [j for j, label in enumerate(labels) if clauses[label] > 0]
+    rows = _rows(evidence, tested) if tested else None
+    stack = (
+        fit_pooled_stack(
+            rows.y, rows.documents, rows.label, rows.linear, rows.encoder, len(labels), folds=FOLDS, seed=seed
         )
-        if stack is None:
-            row["why"] = f"{clauses} clauses in the evidence, fewer than {min_clauses}: too few to tell"
-        else:
-            alone = out_of_fold_logits(y[scored], documents[scored], linear[scored], seed=seed)
-            both = out_of_fold_logits(y[scored], documents[scored], linear[scored], encoder[scored], seed=seed)
-            test = gain_test(y[scored], documents[scored], alone, both, seed=seed)
-            raw = stack.raw_weights
-            row.update(
-                penalty=stack.penalty,
-                fitted_weights=[round(w, 4) for w in raw],
-                log_loss_gain=test["gain"],
-                p_value=test["p_value"],
-            )
-            # The stack's out-of-fold scores (the full stack's where a fold could not be fitted) decide the threshold.
-            stacked = np.full(len(y), np.nan)
-            stacked[scored] = np.where(np.isfinite(both), both, stack.logits(linear[scored], encoder[scored]))
-            linear_counts = _counts(evidence, j, label, linear, sizes, jaccard_threshold)
-            stacked_counts = _counts(evidence, j, label, stacked, sizes, jaccard_threshold)
-            row.update(linear_aupr=_aupr(linear_counts, label), stacked_aupr=_aupr(stacked_counts, label))
-            tested = f"out-of-fold log-loss gain {test['gain']:.5f}, one-sided p {test['p_value']:.3f}"
-            if test["gain"] <= 0:
-                row["why"] = f"the encoder does not add to the linear model ({tested})"
-            elif raw[1] <= 0:
-                row["why"] = f"the stack's encoder weight is not positive ({tested})"
-            else:
-                stacked_choice[label] = ([float(w) for w in raw], choose_from_counts(stacked_counts[None])[0])
-        report[label] = row
-    adjusted = holm({label: row["p_value"] for label, row in report.items() if "p_value" in row})
-    weights: list[list[float]] = []
-    thresholds: list[float] = []
-    for j, (label, row) in enumerate(report.items()):
+        if rows is not None
+        else None
+    )
+    if stack is None:
+        return _linear_everywhere(report, linear_thresholds, "no clause of any label in the evidence")
+    both = out_of_fold_pooled(rows.y, rows.documents, rows.label, rows.linear, rows.encoder, len(labels), seed=seed)
+    alone = out_of_fold_pooled(rows.y, rows.documents, rows.label, rows.linear, None, len(labels), seed=seed)
+    overall = gain_test(rows.y, rows.documents, alone, both, seed=seed)
+    keep = bool(overall["keep"])
+    pooled = {
+        "kept": keep,
+        "log_loss_gain": overall["gain"],
+        "p_value": overall["p_value"],
+        "documents": overall["documents"],
+        "labels_tested": len(tested),
+        "encoder_weight": round(stack.weight, 4),  # over standardized encoder logits
+        "departure_penalty": stack.penalty,
+    }
+    # The stack's out-of-fold scores (the full stack's where a fold could not be fitted) decide the thresholds.
+    stacked = np.where(np.isfinite(both), both, stack.logits(rows.label, rows.linear, rows.encoder))
+    departing: dict[str, float] = {}
+    for j in tested:
+        label, mine = labels[j], rows.label == j
+        y, docs = rows.y[mine], rows.documents[mine]
+        own = gain_test(y, docs, alone[mine], both[mine], seed=seed)
+        weights = stack.raw_weights(j)
+        report[label].update(
+            encoder_weight=round(stack.weight + float(stack.departures[j]), 4),
+            fitted_weights=[round(w, 4) for w in weights],
+            log_loss_gain=own["gain"],
+            p_value=own["p_value"],
+        )
+        if clauses[label] >= min_clauses:
+            # The departing direction: the encoder hurts this label (where kept), or adds to it (where not).
+            departure = gain_test(y, docs, both[mine], alone[mine], seed=seed) if keep else own
+            report[label]["p_departure"] = departure["p_value"]
+            departing[label] = departure["p_value"]
+    adjusted = holm(departing)
+    pooled["departures"] = sorted(label for label, p in adjusted.items() if p < SIGNIFICANCE)
+    uses = _decide(labels, tested, report, adjusted, keep, stack, clauses, min_clauses)
+    return _thresholds(
+        evidence, labels, report, pooled, uses, stack, rows, stacked, linear_thresholds, jaccard_threshold, sizes
+    )
+
+
+def _decide(labels, tested, report, adjusted, keep, stack, clauses, min_clauses) -> list[int]:
+    """The labels (indices) that use the encoder: the decision over every label, XOR the label's departure;
+    each label's `why` written."""
+    uses = []
+    decided = (
+        "the encoder adds to the linear model over every label"
+        if keep
+        else ("the encoder does not add to the linear model over every label")
+    )
+    for j, label in enumerate(labels):
+        row = report[label]
+        if j not in tested:
+            row["why"] = "no clause of this label in the evidence"
+            continue
         if label in adjusted:
             row["p_holm"] = adjusted[label]
-        if label in stacked_choice and adjusted[label] < SIGNIFICANCE:
-            row["uses"] = "encoder+linear"
-            weights.append(stacked_choice[label][0])
-            thresholds.append(stacked_choice[label][1])
+            tests = (
+                f"its own one-sided test p {row['p_departure']:.3f}, Holm-adjusted over {len(adjusted)} labels "
+                f"{adjusted[label]:.3f}"
+            )
         else:
-            if label in stacked_choice:
-                row["why"] = (
-                    f"the encoder does not add to the linear model beyond chance over {len(adjusted)} labels tested "
-                    f"(out-of-fold log-loss gain {row['log_loss_gain']:.5f}, one-sided p {row['p_value']:.3f}, "
-                    f"Holm-adjusted {adjusted[label]:.3f} >= {SIGNIFICANCE})"
-                )
+            tests = f"{clauses[label]} clauses, fewer than {min_clauses}: too few to depart"
+        departs = adjusted.get(label, 1.0) < SIGNIFICANCE
+        if departs:
+            turn = "but it hurts this label beyond chance" if keep else "but it adds to this label beyond chance"
+            row["why"] = f"{decided}, {turn} ({tests})"
+        else:
+            row["why"] = f"{decided}; this label follows ({tests})"
+        if keep != departs:
+            if stack.raw_weights(j)[1] > 0:
+                uses.append(j)
+            else:
+                row["why"] += "; its pooled encoder weight is not positive, so it is the linear model alone"
+    return uses
+
+
+def _linear_everywhere(report: dict, linear_thresholds: Sequence[float], why: str) -> Combination:
+    for j, row in enumerate(report.values()):
+        row.update(uses="linear", why=row.get("why", why), threshold=float(linear_thresholds[j]))
+    return Combination([list(LINEAR_ONLY)] * len(report), [float(t) for t in linear_thresholds], report, {})
+
+
+def _thresholds(
+    evidence, labels, report, pooled, uses, stack, rows, stacked, linear_thresholds, jaccard_threshold, sizes
+) -> Combination:
+    """Each encoder label's threshold from the stack's out-of-fold scores, shrunk toward the pooled curve of the
+    encoder labels; the others keep the linear model's. Also each tested label's AUPR, linear and stacked."""
+    n_segments = sum(sizes)
+    counts = {}
+    for j in sorted(set(rows.label.tolist())):
+        mine = rows.label == j
+        logits = {"linear": _column(evidence.linear, j), "stacked": np.full(n_segments, np.nan)}
+        logits["stacked"][rows.segment[mine]] = stacked[mine]
+        counts[j] = {k: _counts(evidence, j, labels[j], v, sizes, jaccard_threshold) for k, v in logits.items()}
+        report[labels[j]].update(
+            linear_aupr=_aupr(counts[j]["linear"], labels[j]), stacked_aupr=_aupr(counts[j]["stacked"], labels[j])
+        )
+    shrunk = choose_toward_pool(np.stack([counts[j]["stacked"] for j in uses])) if uses else []
+    chosen = dict(zip(uses, shrunk))
+    weights, thresholds = [], []
+    for j, label in enumerate(labels):
+        row = report[label]
+        if j in chosen:
+            row.update(uses="encoder+linear", own_threshold=choose_from_counts(counts[j]["stacked"][None])[0])
+            weights.append(list(stack.raw_weights(j)))
+            thresholds.append(chosen[j])
+        else:
             row["uses"] = "linear"
             weights.append(list(LINEAR_ONLY))
             thresholds.append(float(linear_thresholds[j]))
         row["threshold"] = thresholds[-1]
-    return Combination(weights, thresholds, report)
+    return Combination(weights, thresholds, report, pooled)
 
 
 def holm(p_values: dict[str, float]) -> dict[str, float]:

@@ -169,7 +169,7 @@ def estimate(
     stages["dev_scoring"] = (sizes.dev_inputs * score, sizes.dev_inputs * score)
     total = [sum(v[i] for v in stages.values()) for i in (0, 1)]
     return {
-        "seconds": {"low": round(total[0]), "high": round(total[1])},
+        "seconds": {"low": round(total[0], 1), "high": round(total[1], 1)},
         "stages": {name: {"low": round(a, 1), "high": round(b, 1)} for name, (a, b) in stages.items()},
         "epochs": {"low": low_epochs, "high": high_epochs, "steps_per_epoch": round(steps)},
         "evidence_strategy": strategy.name,

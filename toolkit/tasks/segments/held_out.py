@@ -126,6 +126,7 @@ def choose_on_held_out(
     how = f"fitted with the combination on {len(texts)} training documents {where}"
     record = {
         "combination": combination.report,
+        "combination_pooled": combination.pooled,
         "combination_note": combination.note(),
         "encoder_kept": combination.kept,
         "combination_seconds": seconds,
