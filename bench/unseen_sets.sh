@@ -16,7 +16,7 @@
 # and select_cuad4_408, CUAD-4):
 #   - candidates: the recipe at the commit that builds issue 75 (budget.seconds, the stopping share, the pooled
 #     weight, b1c1885 and after) and the variants named then in SELECT_VARIANTS; each is run with precision fp32
-#     (PRECISION below, on every run of the set, the baseline's included);
+#     (PRECISION below; the baseline trains no encoder and takes no train.* setting);
 #   - the pooled decision, fixed before any selection run: one stack over every label (the encoder's weight w
 #     pooled, each label's departure d_l shrunk by a penalty chosen by document-grouped cross-validation nested
 #     inside the evidence's folds); one bootstrap test over documents, one-sided at 5%, keeps the encoder or not;
@@ -84,7 +84,7 @@ declare -A VARIANTS=(
 for SET in $(ls "$OUT/data" | grep "^${ROLE}_" | grep -E "${SETS:-.}"); do
   R=$OUT/data/$SET/recipe.yaml
   W=$OUT/$SET
-  /usr/bin/time -f "%e s" -o "$W.linear.time" $T run "$R" --linear-baseline output_dir="$W" --overwrite name=linear $PRECISION \
+  /usr/bin/time -f "%e s" -o "$W.linear.time" $T run "$R" --linear-baseline output_dir="$W" --overwrite name=linear \
     > "$W.linear.log" 2>&1
   if [ "$ROLE" = select ]; then
     for V in ${SELECT_VARIANTS:-fitted fitted_budget fitted_budget_balanced before}; do
