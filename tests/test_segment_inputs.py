@@ -551,3 +551,63 @@ def test_one_frozen_layer_cache_serves_every_fold_and_the_refit(tiny_bert, tmp_p
     # The report covers every encoder that read the cache: more reads than the refit's own epochs made.
     refit_reads = result.run["epochs_completed"] * plan["inputs_per_epoch"]
     assert report["inputs_computed"] + report["inputs_replayed"] > 1.5 * refit_reads
+
+
+class _Clock:
+    """`time` for cross_fit.py: monotonic() reads from a script (then stays at its last value)."""
+
+    def __init__(self, readings: list[float]):
+        self.readings = list(readings)
+        self.perf_counter = __import__("time").perf_counter
+
+    def monotonic(self) -> float:
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+@pytest.mark.parametrize("finished", [1, 0])
+def test_folds_the_budget_cuts_short_fall_back_to_a_finished_folds_encoder_or_to_the_linear_model(
+    finished, tiny_bert, tmp_path, monkeypatch
+):
+    """The deadline passes while fold `finished` trains: with one finished fold its documents are the evidence and
+    its encoder is served without a refit; with none the model is the linear baseline, decision for decision. Each
+    run says what it gave up."""
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.rundir import open_run
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.segments import cost, cross_fit, method
+
+    monkeypatch.setattr(cost, "time_encoder", lambda trainer: UNITS)
+    # The trainers' own deadline (stop_at_deadline) never fires; cross_fit's clock passes it after fold `finished`.
+    monkeypatch.setattr(
+        method, "fit_to_budget", lambda r, prepare: (r, {**cost.fit_to_budget(r, prepare)[1], "deadline": 1e9})
+    )
+    monkeypatch.setattr(cross_fit, "time", _Clock([0.0] * (2 * finished) + [2e9]))
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN, "train.epochs=2"]
+    overrides += ["segments.thresholds=cross_fitted", "budget.seconds=3600"]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    result = run_recipe(recipe, tmp_path / "cut")
+    cut = result.run["cross_fitting"]["cut_short"]
+    assert cut["finished_folds"] == finished and f"fold {finished} was stopped" in cut["why"]
+    assert len(result.run["cross_fitting"]["per_fold"]) == finished
+    assert any(given.startswith("the refit: ") for given in result.run["budget"]["gave_up"])
+    run = open_run(result.run_dir)
+    if finished:
+        assert cut["scored_documents"] == 4  # fold 0's documents, scored by its encoder
+        assert {row["evidence_documents"] for row in result.run["combination"].values()} == {4}
+        assert "fold 0" not in result.run["encoder_training"].get("ended_by", "")
+        assert load_predictor_predicts(result.run_dir)
+        return
+    assert cut["scored_documents"] == 0 and "linear baseline" in result.run["combination_note"]
+    assert run.meta.combination == [[1.0, 0.0, 0.0]] * len(run.labels)
+    linear = [f"output_dir={tmp_path}", "data.max_train_docs=12", "data.max_dev_docs=4", "eval.bootstrap=20"]
+    linear += ["segments.clause_starts=true", "segments.folds=3", "segments.thresholds=out_of_fold"]
+    baseline = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", linear, linear_baseline=True),
+                          tmp_path / "baseline")  # fmt: skip
+    assert result.metrics["summary"]["jaccard_f1"] == baseline.metrics["summary"]["jaccard_f1"]
+    assert result.metrics["summary"]["span_f1"] == baseline.metrics["summary"]["span_f1"]
+
+
+def load_predictor_predicts(run_dir) -> bool:
+    from toolkit.infer import load_predictor
+
+    return load_predictor(run_dir).predict([TEXT]) is not None

@@ -46,73 +46,114 @@ def assign_folds(documents: int, folds: int, seed: int) -> list[int]:
 
 
 def cross_fit(
-    recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, fit: FitEncoder, scorer_of: ScorerOf
+    recipe: SegmentClassificationRecipe,
+    run_dir: Path,
+    p: SegmentPrepared,
+    fit: FitEncoder,
+    scorer_of: ScorerOf,
+    deadline: float | None = None,
 ) -> OutOfFold:
     """Train one encoder per fold of the training documents (`p.threshold_records`: every one, in the order
-    `p.train` was built from) and score the documents it left out."""
-    from transformers import set_seed
-
-    s, labels, records = recipe.segments, p.labels, p.threshold_records
+    `p.train` was built from) and score the documents it left out. Under budget.seconds (`deadline`,
+    time.monotonic()), a fold that would not finish in time is not started, and one the deadline stops is not
+    scored: the documents of the finished folds are the evidence and the last finished fold's encoder is served
+    without a refit, or, where none finished, the linear model alone decides (`OutOfFold.scored`, `.served`)."""
+    s, records = recipe.segments, p.threshold_records
     k = min(s.encoder_folds, len(records))
     fold = assign_folds(len(records), k, recipe.seed)
     segments: list = [None] * len(records)
     encoder: list = [None] * len(records)
-    folds = []
+    folds: list[dict] = []
+    served, cut = None, None
     for f in range(k):
-        started = time.perf_counter()
+        if deadline is not None and folds and time.monotonic() + folds[-1]["training_seconds"] > deadline:
+            cut = f"fold {f} would not finish before the budget's deadline (fold {f - 1} trained for "
+            cut += f"{folds[-1]['training_seconds']:.0f} s; {max(0.0, deadline - time.monotonic()):.0f} s left)"
+            break
         held = [i for i in range(len(records)) if fold[i] == f]
-        held_records = [records[i] for i in held]
-        trained_on, stopped_on = stopping_split(
-            [i for i in range(len(records)) if fold[i] != f], s.stopping_share, recipe.seed + f
-        )
-        stopping_records = [records[i] for i in stopped_on]
-        set_seed(recipe.seed)  # every fold's encoder starts as the served one does
-        model, _ = build_segment_model(recipe.model, labels)
-        inputs, _ = segment_input_features(
-            p.tokenizer, stopping_records, labels, s.segment_tokens, s.context_tokens, s.min_overlap
-        )
-        training = set(trained_on)
-        part = dataclasses.replace(
-            p,
-            model=model,
-            train=p.train.subset([n for n, w in enumerate(p.train.windows) if w.doc in training]),
-            evaluation=EvaluationSet(stopping_records, inputs, None, on_dev=False),
-            threshold_records=held_records,
-            threshold_priors=None,
-        )
-        fold_dir = run_dir / FOLDS_DIR / f"fold_{f}"
-        trained = fit(fold_dir, part)  # the fold's encoder alone: no refit, no later stages
+        started = time.perf_counter()
+        trained, part, sizes = _train_fold(recipe, run_dir / FOLDS_DIR / f"fold_{f}", p, fit, f, fold, held)
         training_seconds = time.perf_counter() - started
+        if deadline is not None and time.monotonic() >= deadline:
+            cut = f"fold {f} was stopped at the budget's deadline after {training_seconds:.0f} s of training"
+            served = served or trained  # where no fold finished: served, weighted 0 (the linear model decides)
+            break
         scorer = scorer_of(part, trained.trainer.model)
-        fold_segments, logits = scorer.score_encoder([r.text for r in held_records], recipe.train.eval_batch_size)
+        fold_segments, logits = scorer.score_encoder([records[i].text for i in held], recipe.train.eval_batch_size)
         for i, segs, x in zip(held, fold_segments, logits):
             segments[i], encoder[i] = segs, x
-        shutil.rmtree(fold_dir / "checkpoints", ignore_errors=True)  # scored: its checkpoints are not needed
-        folds.append(
-            {
-                "documents": len(held),
-                "trained_on_documents": len(trained_on),
-                "stopped_on_documents": len(stopped_on),
-                "horizon_epochs": trained.trainer.args.num_train_epochs,
-                "clauses": {lb: sum(sp.label == lb for r in held_records for sp in r.spans) for lb in labels},
-                **encoder_training(recipe, trained),
-                "training_seconds": round(training_seconds, 1),
-                "scoring_seconds": round(time.perf_counter() - started - training_seconds, 1),
-            }
-        )
-        del trained, model, part, scorer  # one fold's model in memory at a time
+        shutil.rmtree(run_dir / FOLDS_DIR / f"fold_{f}" / "checkpoints", ignore_errors=True)  # scored: not needed
+        folds.append(_fold_report(recipe, p, trained, part, sizes, training_seconds, started))
+        # Under a budget the last finished fold's encoder is kept, to serve if a later fold is cut short.
+        served = trained if deadline is not None else None
+        del trained, part, scorer  # one fold's model in memory at a time (two under a budget)
         gc.collect()
     best = [f["best_epoch"] for f in folds if f["best_epoch"]]
     # Whole epochs: each epoch draws its negatives anew, so a fraction would cut one short.
     refit = float(math.ceil(statistics.median(best))) if best else float(recipe.train.epochs)
-    horizon = float(statistics.median(f["horizon_epochs"] for f in folds))
+    horizon = float(statistics.median(f["horizon_epochs"] for f in folds)) if folds else None
     report = {
         "folds": k,
         "documents": len(records),
-        "out_of_fold_clauses": {lb: sum(f["clauses"][lb] for f in folds) for lb in labels},
+        "out_of_fold_clauses": {lb: sum(f["clauses"][lb] for f in folds) for lb in p.labels},
         "refit_epochs": refit,
         "refit_horizon": horizon,
         "per_fold": folds,
         "seconds": round(sum(f["training_seconds"] + f["scoring_seconds"] for f in folds), 1),
     }
-    return OutOfFold(segments, encoder, refit, report, horizon)
+    if cut is None:
+        return OutOfFold(segments, encoder, refit, report, horizon)
+    scored = [i for i in range(len(records)) if encoder[i] is not None]
+    report["cut_short"] = {
+        "why": cut,
+        "finished_folds": len(folds),
+        "scored_documents": len(scored),
+        "fallback": (
+            f"the {len(scored)} documents of {len(folds)} finished fold(s) are the evidence; the last finished "
+            "fold's encoder is served, not refit"
+            if folds
+            else "no fold finished: the linear model alone decides (the encoder is served at weight 0)"
+        ),
+    }
+    return OutOfFold(segments, encoder, refit, report, horizon, scored=scored, served=served)
+
+
+def _train_fold(recipe, fold_dir: Path, p: SegmentPrepared, fit: FitEncoder, f: int, fold: list[int], held: list[int]):
+    """Fold f's encoder, trained on the other folds but a share it stops on, and the prepared part it trained on."""
+    from transformers import set_seed
+
+    s, records = recipe.segments, p.threshold_records
+    trained_on, stopped_on = stopping_split(
+        [i for i in range(len(records)) if fold[i] != f], s.stopping_share, recipe.seed + f
+    )
+    stopping_records = [records[i] for i in stopped_on]
+    set_seed(recipe.seed)  # every fold's encoder starts as the served one does
+    model, _ = build_segment_model(recipe.model, p.labels)
+    inputs, _ = segment_input_features(
+        p.tokenizer, stopping_records, p.labels, s.segment_tokens, s.context_tokens, s.min_overlap
+    )
+    training = set(trained_on)
+    part = dataclasses.replace(
+        p,
+        model=model,
+        train=p.train.subset([n for n, w in enumerate(p.train.windows) if w.doc in training]),
+        evaluation=EvaluationSet(stopping_records, inputs, None, on_dev=False),
+        threshold_records=[records[i] for i in held],
+        threshold_priors=None,
+    )
+    # the fold's encoder alone: no refit, no later stages
+    return fit(fold_dir, part), part, (len(trained_on), len(stopped_on))
+
+
+def _fold_report(recipe, p: SegmentPrepared, trained, part, sizes, training_seconds: float, started: float) -> dict:
+    trained_on, stopped_on = sizes
+    return {
+        "documents": len(part.threshold_records),
+        "trained_on_documents": trained_on,
+        "stopped_on_documents": stopped_on,
+        "horizon_epochs": trained.trainer.args.num_train_epochs,
+        "clauses": {lb: sum(sp.label == lb for r in part.threshold_records for sp in r.spans) for lb in p.labels},
+        **encoder_training(recipe, trained),
+        "training_seconds": round(training_seconds, 1),
+        "scoring_seconds": round(time.perf_counter() - started - training_seconds, 1),
+    }

@@ -72,8 +72,8 @@ class CrossFitted(EvidenceStrategy):
             "cross_fitted": {"folds": folds, "then": "refit on every training document"},
         }
 
-    def gather(self, recipe, run_dir, p, fit, scorer) -> OutOfFold:
-        return cross_fit(recipe, run_dir, p, fit, scorer)
+    def gather(self, recipe, run_dir, p, fit, scorer, deadline=None) -> OutOfFold:
+        return cross_fit(recipe, run_dir, p, fit, scorer, deadline)
 
     def choose(self, recipe, classifier, p, out_of_fold, model_dir) -> Choice:
         return choose_on_held_out(recipe, classifier, p, out_of_fold, model_dir)

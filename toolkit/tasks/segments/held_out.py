@@ -16,7 +16,7 @@ from toolkit.infer.segment_classifier import SegmentClassifier
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import load_meta, write_meta
 from toolkit.spans.segment_decoding import probability_logit, segment_targets, sigmoid
-from toolkit.tasks.segments.combination import Combination, HeldOutEvidence, fit_combination
+from toolkit.tasks.segments.combination import LINEAR_ONLY, Combination, HeldOutEvidence, fit_combination
 from toolkit.tasks.segments.prepared import Choice, OutOfFold, SegmentPrepared
 from toolkit.tasks.segments.thresholding import best_thresholds
 
@@ -107,6 +107,10 @@ def choose_on_held_out(
     train on (`oof`: the fold encoders' scores of every one; None: the saved encoder scores the held-out share),
     the combination's record, and the encoder alone's thresholds; with combination=fitted the fitted weights are
     written into `model_dir`'s toolkit.json and set on `classifier`."""
+    if oof is not None and oof.scored is not None:  # the budget cut the folds short
+        if not oof.scored:
+            return linear_fallback(recipe, classifier, p, model_dir, oof.report["cut_short"]["why"])
+        oof, p = oof.restricted(p)
     if recipe.segments.combination != "fitted":
         return Choice(held_out_thresholds(recipe, classifier, p, oof))
     texts = [r.text for r in p.threshold_records]
@@ -132,3 +136,22 @@ def choose_on_held_out(
         "combination_seconds": seconds,
     }
     return Choice((combination.thresholds, how), record, encoder_thresholds)
+
+
+def linear_fallback(
+    recipe: SegmentClassificationRecipe, classifier: SegmentClassifier, p: SegmentPrepared, model_dir: Path, why: str
+) -> Choice:
+    """No fold encoder finished under budget.seconds: every label is the linear model alone at its out-of-fold
+    threshold (the --linear-baseline decision); the encoder is saved at weight 0."""
+    if p.linear_thresholds is None:
+        raise ToolkitError(
+            f"budget.seconds: {why}, and without segments.linear_prior there is no linear model to fall back on",
+            fix="raise budget.seconds, or set segments.linear_prior=true",
+        )
+    weights = [list(LINEAR_ONLY)] * len(p.labels)
+    write_meta(model_dir, load_meta(model_dir).model_copy(update={"combination": weights}))
+    classifier.combination = weights
+    note = f"the budget left no finished fold encoder ({why}): the model is the linear baseline"
+    report = {label: {"uses": "linear", "why": note} for label in p.labels}
+    record = {"combination": report, "combination_note": note, "encoder_kept": {}}
+    return Choice((list(p.linear_thresholds), f"the linear model's, chosen out of fold ({note})"), record)

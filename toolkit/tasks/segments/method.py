@@ -191,12 +191,18 @@ class SegmentClassification(Flow):
             p,
             lambda fold_dir, part: self.train_stage(recipe, fold_dir, part),
             lambda part, model: self.predictor(recipe, part, model),
+            self.deadline,
         )
-        refit = (out_of_fold.refit_epochs, out_of_fold.refit_horizon) if out_of_fold else None
-        first = self.train_stage(recipe, run_dir, p, refit=refit)
+        cut = out_of_fold is not None and out_of_fold.served is not None  # the budget cut the folds short
+        if cut:
+            self.budget_report["gave_up"].append(f"the refit: {out_of_fold.report['cut_short']['fallback']}")
+            first = out_of_fold.served
+        else:
+            refit = (out_of_fold.refit_epochs, out_of_fold.refit_horizon) if out_of_fold else None
+            first = self.train_stage(recipe, run_dir, p, refit=refit)
         notes = {**first.notes, "cross_fitting": out_of_fold.report} if out_of_fold else first.notes
         trained = SegmentTrained(first.trainer, first.span, first.clock, notes, out_of_fold)
-        if recipe.segments.hard_negatives is None:
+        if recipe.segments.hard_negatives is None or cut:
             return trained
         return self.train_on_hard_negatives(recipe, run_dir, p, trained)
 

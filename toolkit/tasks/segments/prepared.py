@@ -6,6 +6,7 @@ reads these fields without casts."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,26 @@ class OutOfFold:
     refit_epochs: float
     report: dict
     refit_horizon: float | None = None
+    # Where budget.seconds cut the folds short: the documents a finished fold scored (the others have no scores),
+    # and the encoder served instead of a refit (the last finished fold's; a cut one, weighted 0, where none
+    # finished and the linear model alone decides).
+    scored: list[int] | None = None
+    served: Any = None
+
+    def restricted(self, p: SegmentPrepared) -> tuple[OutOfFold, SegmentPrepared]:
+        """These scores and `p`'s threshold documents restricted to the documents a fold scored."""
+        if self.scored is None:
+            return self, p
+        keep = self.scored
+        oof = dataclasses.replace(
+            self, segments=[self.segments[i] for i in keep], encoder=[self.encoder[i] for i in keep]
+        )
+        priors = p.threshold_priors
+        return oof, dataclasses.replace(
+            p,
+            threshold_records=[p.threshold_records[i] for i in keep],
+            threshold_priors=None if priors is None else priors.subset(keep),
+        )
 
 
 @dataclass(frozen=True)
@@ -89,9 +110,16 @@ class EvidenceStrategy:
         return stopping() if self.evaluates_held_out(recipe) else dev
 
     def gather(
-        self, recipe: SegmentClassificationRecipe, run_dir: Path, p: SegmentPrepared, fit: FitEncoder, scorer: ScorerOf
+        self,
+        recipe: SegmentClassificationRecipe,
+        run_dir: Path,
+        p: SegmentPrepared,
+        fit: FitEncoder,
+        scorer: ScorerOf,
+        deadline: float | None = None,
     ) -> OutOfFold | None:
-        """Evidence gathered before the served encoder trains (None: the served encoder's own scores are it)."""
+        """Evidence gathered before the served encoder trains (None: the served encoder's own scores are it), cut
+        short at `deadline` (time.monotonic(), budget.seconds)."""
         return None
 
     def choose(
