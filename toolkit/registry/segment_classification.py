@@ -131,12 +131,15 @@ class SegmentsConfig(SegmentDecisionConfig):
         default="sum",
         description=(
             "With segments.linear_prior, how the encoder's and the linear model's logits make the final score. sum: "
-            "added (the prior the encoder trains against). fitted: per label, a penalized logistic regression over "
-            "the two standardized logits (its penalty chosen by cross-validation grouped by document), fitted on "
-            "training documents the encoder did not train on (segments.thresholds=cross_fitted or held_out), with "
-            "its threshold chosen on its out-of-fold scores; a label where the encoder does not add to the linear "
-            "model on a one-sided test at 5% (out-of-fold log-loss, bootstrap over documents) is the linear model "
-            "alone at its out-of-fold threshold. Training's evaluations and best checkpoint read those documents "
+            "added (the prior the encoder trains against). fitted: one stack over every label, fitted on training "
+            "documents the encoder did not train on (segments.thresholds=cross_fitted or held_out): the linear logit "
+            "recalibrated per label and the encoder's at a weight pooled across labels, each label's departure "
+            "shrunk by a penalty chosen by cross-validation grouped by document. One one-sided test at 5% over every "
+            "label (out-of-fold log-loss, bootstrap over documents) keeps the encoder or not; a label departs from "
+            "that decision only on its own test, Holm-corrected for the labels tested. Thresholds come from the "
+            "stack's out-of-fold scores, a few clauses' shrunk toward the curve the labels share; a label without "
+            "the encoder is the linear model alone at its out-of-fold threshold. Training's evaluations and best "
+            "checkpoint read those documents "
             "too, so dev only reports."
         ),
     )
