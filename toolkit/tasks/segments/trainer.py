@@ -235,10 +235,19 @@ def stop_at_deadline(deadline: float, stopped: list):
     from transformers import TrainerCallback
 
     class StopAtDeadline(TrainerCallback):
+        cut = False  # this Trainer was stopped by the deadline
+
         def on_step_end(self, args, state, control, **kwargs):
             if time.monotonic() >= deadline and not control.should_training_stop:
-                control.should_training_stop = True
+                control.should_training_stop = self.cut = True
                 stopped.append(state.global_step)
+            return control
+
+        def on_epoch_end(self, args, state, control, **kwargs):
+            # A stop at the deadline does not evaluate the epoch it cut (an evaluation of the stopping share
+            # costs minutes on a CPU, past the deadline): the best epoch evaluated before it is kept.
+            if self.cut:
+                control.should_evaluate = control.should_save = False
             return control
 
     return StopAtDeadline()
