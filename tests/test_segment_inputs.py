@@ -490,8 +490,31 @@ def test_a_budget_lowers_the_epoch_cap_then_gives_up_cross_fitting_and_says_so(t
     )
     held, report = plan_to_budget(budget(at_three["seconds"]["high"] * 0.8 / 0.9), sizes, UNITS, 5.0, spent=0)
     assert held.segments.thresholds == "held_out" and "cross-fitting (a held-out share instead)" in report["gave_up"][0]
+    # No epoch fits: the linear baseline the encoder would have been weighed against, or, without one, refused.
+    same, report = plan_to_budget(budget(1.0), sizes, UNITS, 5.0, spent=0)
+    assert report["linear_only"] and report["plan"] == "linear baseline" and "not one epoch" in report["gave_up"][0]
+    no_prior = budget(1.0).model_copy(update={"segments": recipe.segments.model_copy(update={"linear_prior": False})})
     with pytest.raises(ToolkitError, match="not one epoch of one encoder fits"):
-        plan_to_budget(budget(1.0), sizes, UNITS, 5.0, spent=0)
+        plan_to_budget(no_prior, sizes, UNITS, 5.0, spent=0)
+
+
+def test_a_budget_no_epoch_fits_runs_the_linear_baseline_and_says_why(tiny_bert, tmp_path, monkeypatch):
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.rundir import open_run
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.segments import cost
+
+    monkeypatch.setattr(cost, "time_encoder", lambda trainer: {k: 1000 * v for k, v in UNITS.items()})
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN, "budget.seconds=60"]
+    result = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides), tmp_path / "tight")
+    budget = result.run["budget"]
+    assert budget["plan"] == "linear baseline" and "the run is the linear baseline" in budget["gave_up"][0]
+    assert result.run["model"] == "linear" and open_run(result.run_dir).meta.task == "segment_classification"
+    linear = [f"output_dir={tmp_path}", "data.max_train_docs=12", "data.max_dev_docs=4", "eval.bootstrap=20"]
+    linear += ["segments.clause_starts=true", "segments.folds=3", "segments.thresholds=out_of_fold"]
+    baseline = run_recipe(load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", linear, linear_baseline=True),
+                          tmp_path / "baseline")  # fmt: skip
+    assert result.metrics["summary"]["jaccard_f1"] == baseline.metrics["summary"]["jaccard_f1"]
 
 
 def test_a_budgeted_run_records_its_plan_and_stops_at_its_deadline(tiny_bert, tmp_path, monkeypatch, capsys):

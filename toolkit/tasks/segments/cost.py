@@ -192,8 +192,8 @@ def plan_to_budget(
 ) -> tuple[SegmentClassificationRecipe, dict]:
     """The recipe whose estimate (its high end: every encoder at its epoch cap) fits the budget after `spent`
     seconds, and what it gave up: first the epoch cap lowered (no lower than the patience needs to stop once), then
-    cross-fitting replaced by a held-out share, then the cap lowered to one epoch. Raises ToolkitError when not one
-    epoch of one encoder fits."""
+    cross-fitting replaced by a held-out share, then the cap lowered to one epoch. When not one epoch of one encoder
+    fits, the linear baseline alone (`linear_only`), or ToolkitError without a linear prior."""
     from toolkit.errors import ToolkitError
 
     assert recipe.budget is not None
@@ -232,10 +232,15 @@ def plan_to_budget(
                 given += f", segments.thresholds {recipe.segments.thresholds} -> {chosen.segments.thresholds}"
             why = f"the plan as written: up to {first['seconds']['high']} s; the budget leaves {available:.0f} s"
             return chosen, {**report, "plan": after["seconds"], "gave_up": [f"{given} ({why})"]}
+    smallest = estimate(with_epochs(held_out, 1), sizes, units, linear_seconds)["seconds"]["high"]
+    why = (
+        f"not one epoch of one encoder fits (estimated at {smallest} s on this machine, {spent:.0f} s spent preparing)"
+    )
+    if recipe.segments.linear_prior:  # the linear model the encoder would have been weighed against
+        gave_up = f"the encoder: {why}; the run is the linear baseline (toolkit run --linear-baseline)"
+        return recipe, {**report, "plan": "linear baseline", "gave_up": [gave_up], "linear_only": True}
     raise ToolkitError(
-        f"budget.seconds={recipe.budget.seconds:g}: not one epoch of one encoder fits (estimated at "
-        f"{estimate(with_epochs(held_out, 1), sizes, units, linear_seconds)['seconds']['high']} s on this machine, "
-        f"{spent:.0f} s spent preparing)",
+        f"budget.seconds={recipe.budget.seconds:g}: {why}",
         fix="raise budget.seconds, or fit the linear model alone (toolkit run --linear-baseline)",
     )
 
@@ -303,6 +308,8 @@ def fit_to_budget(recipe: SegmentClassificationRecipe, prepare: Timeable) -> tup
     units, linear, sizes = timed(recipe, p, make_trainer)
     spent = time.monotonic() - started + preparing
     chosen, report = plan_to_budget(recipe, sizes, units, linear, spent)
+    if report.get("linear_only"):
+        return chosen, {**report, "spent_before_training": round(spent, 1), "deadline": None}
     stages = estimate(chosen, sizes, units, linear)["stages"]
     reserved = {k: stages[k]["high"] for k in ("dev_scoring", "scoring_held_out") if k in stages}
     deadline = started + recipe.budget.seconds * BUDGET_SHARE - sum(reserved.values())

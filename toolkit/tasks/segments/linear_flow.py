@@ -83,8 +83,9 @@ def plan_linear(recipe: LinearModelRecipe) -> dict:
     }
 
 
-def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path) -> RunResult:
-    """Fit, save and score the linear baseline; the same run directory as every other run."""
+def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path, notes: dict | None = None) -> RunResult:
+    """Fit, save and score the linear baseline; the same run directory as every other run (`notes`: what the run
+    record adds, such as the budget of a segment run that fell back to it)."""
     began = time.perf_counter()
     train_records, dev_records = load_splits(recipe.data, recipe.seed)
     labels = labels_to_learn(recipe, train_records)
@@ -128,6 +129,7 @@ def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path) -> RunResul
         "train_segments": len(inputs),
         "labels_without_positive_segments": absent,
         **info,
+        **(notes or {}),
     }
     result = RunResult(run_dir, {**metrics, "run": run})
     flow.write(recipe, result)  # metrics.json and report.md, as every flow writes them

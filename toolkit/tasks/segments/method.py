@@ -32,6 +32,7 @@ from toolkit.infer.linear_model import LINEAR_FILE, STARTS_FILE
 from toolkit.infer.segment_classifier import SegmentClassifier
 from toolkit.models.building import build_segment_model
 from toolkit.models.runtimes import preferred_autocast
+from toolkit.registry.linear_model import linear_baseline_of
 from toolkit.registry.saved import ModelMeta
 from toolkit.registry.segment_classification import SegmentClassificationRecipe
 from toolkit.rundir import MODEL_DIR, model_meta, save_model_dir
@@ -43,7 +44,8 @@ from toolkit.tasks.flow import Flow, Trained
 from toolkit.tasks.segments.cost import announce_stage, dry_run_cost, fit_to_budget
 from toolkit.tasks.segments.evidence import choose_strategy
 from toolkit.tasks.segments.features import SegmentWindows, segment_features, segment_input_features
-from toolkit.tasks.segments.linear_model import FittedLinearModel, fit_linear_model
+from toolkit.tasks.segments.linear_flow import LinearModelFlow, run_linear
+from toolkit.tasks.segments.linear_model import fit_linear_model
 from toolkit.tasks.segments.prepared import EvaluationSet, SegmentPrepared, SegmentTrained
 from toolkit.tasks.segments.thresholding import (
     best_thresholds,
@@ -92,6 +94,8 @@ class SegmentClassification(Flow):
             return super().run(recipe, run_dir)
         recipe, self.budget_report = fit_to_budget(recipe, self.prepare_to_time)
         self.deadline = self.budget_report.pop("deadline")
+        if self.budget_report.get("linear_only"):  # not one epoch fits: the linear baseline, saying why
+            return run_linear(LinearModelFlow(), linear_baseline_of(recipe), run_dir, {"budget": self.budget_report})
         return super().run(recipe, run_dir)
 
     def prepare_to_time(self, recipe: SegmentClassificationRecipe) -> tuple[SegmentPrepared, Callable[[Path], Any]]:
@@ -137,7 +141,10 @@ class SegmentClassification(Flow):
             }
         elif s.linear_prior:
             labelled = filter_labels(all_train_records, labels)
-            fitted = fit_linear_on_training(recipe, labelled, labels, bool(strategy.scored))
+            # Fitted on every training document, held-out ones included: each document's training logits (and
+            # scores for choosing thresholds) come from folds that did not see it.
+            fitted = fit_linear_model(labelled, labels, s.min_overlap, s.folds, recipe.seed, recipe.task,
+                                      s.clause_starts, bool(strategy.scored))  # fmt: skip
             linear_plan = {"linear_prior": {"folds": fitted.folds, "seconds": round(fitted.seconds, 1)}}
             if not inputs.segment_inputs:  # windows read the linear model's logits while they train
                 kept_logits = fitted.train_logits_of(kept)
@@ -428,18 +435,6 @@ class Inputs:
             self.tokenizer, records, self.labels, m.max_length, m.stride, s.min_overlap
         )
         return windows, report
-
-
-def fit_linear_on_training(
-    recipe: SegmentClassificationRecipe, records: list[SpanRecord], labels: list[str], scores_threshold_documents: bool
-) -> FittedLinearModel:
-    """segments.linear_prior: the linear model fitted on every training document, held-out ones included: each
-    document's training logits, and a held-out document's scores for choosing thresholds, come from folds that did
-    not see it (clause starts out of fold only where training documents choose thresholds)."""
-    s = recipe.segments
-    return fit_linear_model(
-        records, labels, s.min_overlap, s.folds, recipe.seed, recipe.task, s.clause_starts, scores_threshold_documents
-    )
 
 
 def linear_alone(recipe: SegmentClassificationRecipe, p: SegmentPrepared, linear: SegmentScores) -> dict:
