@@ -133,6 +133,19 @@ class Record(BaseModel):
     encoder_p_values: dict[str, float] | None = Field(
         default=None, description="A fitted combination: every tested label's p-value, kept or not."
     )
+    budget: dict | None = Field(
+        default=None,
+        description="A run under budget.seconds: the budget, the plan it chose, what it gave up and why, and where "
+        "training stopped at the deadline.",
+    )
+    stage_seconds: dict[str, float] | None = Field(
+        default=None, description="The run's wall seconds by stage (prepare, train, save_and_evaluate)."
+    )
+    combination_pooled: dict | None = Field(
+        default=None,
+        description="A fitted combination: the one decision over every label (the pooled encoder weight, the "
+        "departures' penalty, the log-loss gain and p-value of the one test, the labels that departed).",
+    )
     run_name: str | None = Field(default=None, description="A curve record: its run directory's name.")
     others_ci95: dict[str, tuple[float, float]] | None = Field(
         default=None, description="95% CIs of figures in `others`, where the run has them."
@@ -255,7 +268,16 @@ def record_from_run(run: Path, table: str, system: str, command: str) -> Record:
         encoder_kept=kept if tested else None,
         encoder_p_values=tested or None,
         cross_fitting=crossing,
+        budget=_budget(metrics["run"].get("budget")),
+        stage_seconds=metrics["run"].get("stage_seconds"),
+        combination_pooled=metrics["run"].get("combination_pooled") or None,
     )
+
+
+def _budget(budget: dict | None) -> dict | None:
+    """What a record keeps of run.budget: the budget, the plan, what it gave up, where the deadline stopped it."""
+    keys = ("seconds", "estimate_as_written", "plan", "gave_up", "reserved_seconds", "stopped_at_deadline")
+    return {k: budget[k] for k in keys if k in budget} if budget else None
 
 
 def serving_record(result: dict, table: str, system: str, command: str, note: str | None = None) -> Record:
@@ -431,6 +453,7 @@ def parity_record(result: dict, table: str, system: str, command: str, commit: s
 REGENERATED = (
     "metric", "value", "ci95", "others", "documents", "train_seconds", "inference_seconds", "commit",
     "generated_note", "note_inputs", "models", "encoder_training", "encoder_kept", "encoder_p_values", "cross_fitting",
+    "budget", "stage_seconds", "combination_pooled",
 )  # fmt: skip
 
 

@@ -148,6 +148,11 @@ def test_a_cross_fitted_clause_record_lists_the_kept_labels_with_p_values_and_ea
         "run": {"train_seconds": 225.0, "eval_seconds": 12.0, "encoder_training": training, "commit": "abc1234"},
     }
     metrics["run"] |= {"combination": combination, "cross_fitting": crossing}
+    budget = {"seconds": 900.0, "plan": {"low": 700.0, "high": 760.0}, "gave_up": ["the epoch cap: 20 -> 5 epochs"]}
+    budget |= {"stopped_at_deadline": [49], "reserved_seconds": {"dev_scoring": 400.0}, "spent_before_training": 20.0}
+    stages = {"budget_sizing": 20.0, "prepare": 15.0, "train": 300.0, "save_and_evaluate": 500.0}
+    pooled = {"kept": True, "p_value": 0.01, "encoder_weight": 0.5, "departures": []}
+    metrics["run"] |= {"budget": budget, "stage_seconds": stages, "combination_pooled": pooled}
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     (tmp_path / "config.yaml").write_text("task: segment_classification\n")
     r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml")
@@ -156,6 +161,9 @@ def test_a_cross_fitted_clause_record_lists_the_kept_labels_with_p_values_and_ea
     assert r.note is None and r.commit == "abc1234"  # the author's text apart; the commit the run wrote
     assert r.cross_fitting["out_of_fold_clauses"] == {"B": 12, "A": 9} and len(r.cross_fitting["per_fold"]) == 3
     assert "clauses" not in r.cross_fitting["per_fold"][0]  # per fold: its size, plateau and cost
+    # the budget, the plan and what it gave up; the seconds by stage; the one decision over every label
+    assert r.budget == {k: v for k, v in budget.items() if k != "spent_before_training"}
+    assert r.stage_seconds == stages and r.combination_pooled == pooled
     page = results.render_page([r])
     assert "ended by refit on every training document for the folds' median best epoch (2) (folds: " in page
     assert "fold 1: best epoch 2, ended by plateau, AUPR per epoch 0.200, 0.400, 0.350" in page

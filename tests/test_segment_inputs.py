@@ -529,6 +529,8 @@ def test_a_budgeted_run_records_its_plan_and_stops_at_its_deadline(tiny_bert, tm
     result = run_recipe(recipe, tmp_path / "budgeted")
     budget = result.run["budget"]
     assert budget["seconds"] == 3600 and budget["plan"] == "as written" and budget["stopped_at_deadline"] == []
+    stages = result.run["stage_seconds"]  # sizing the run to its budget is part of its wall time
+    assert stages["budget_sizing"] > 0 and result.run["wall_seconds"] == pytest.approx(sum(stages.values()), abs=0.3)
     assert set(budget["reserved_seconds"]) == {"dev_scoring", "scoring_held_out"}
     assert re.search(r"segments: training; [\d.]+ min of the budget's training time left", capsys.readouterr().err)
     # A deadline already past stops training after its first step, and the record says so.

@@ -123,7 +123,8 @@ def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path, notes: dict
     metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels, chosen=chosen)
     run = {
         "model": LINEAR,
-        "wall_seconds": round(time.perf_counter() - began, 1),  # the whole run, as every flow records it
+        # the whole run, as every flow records it (with a segment run's budget sizing, where it fell back here)
+        "wall_seconds": round(time.perf_counter() - began + flow.sizing_seconds, 1),
         "train_seconds": round(fit_seconds, 1),
         **({"out_of_fold_seconds": round(threshold_seconds, 1)} if chosen else {}),
         "train_segments": len(inputs),

@@ -92,10 +92,13 @@ class SegmentClassification(Flow):
         """One run; with budget.seconds, first sized to fit it (`cost.fit_to_budget`), and stopped at its deadline."""
         if recipe.budget is None:
             return super().run(recipe, run_dir)
+        sizing = time.perf_counter()
         recipe, self.budget_report = fit_to_budget(recipe, self.prepare_to_time)
-        self.deadline = self.budget_report.pop("deadline")
+        self.deadline, self.sizing_seconds = self.budget_report.pop("deadline"), time.perf_counter() - sizing
         if self.budget_report.get("linear_only"):  # not one epoch fits: the linear baseline, saying why
-            return run_linear(LinearModelFlow(), linear_baseline_of(recipe), run_dir, {"budget": self.budget_report})
+            fallback = LinearModelFlow()
+            fallback.sizing_seconds = self.sizing_seconds
+            return run_linear(fallback, linear_baseline_of(recipe), run_dir, {"budget": self.budget_report})
         return super().run(recipe, run_dir)
 
     def prepare_to_time(self, recipe: SegmentClassificationRecipe) -> tuple[SegmentPrepared, Callable[[Path], Any]]:
