@@ -553,3 +553,31 @@ def test_a_segment_curve_over_the_whole_dev_set_chooses_the_best_checkpoint(tiny
     assert [e["eval_tuned_jaccard_f1"] for e in logged] == [p["metrics"]["jaccard_f1"] for p in curve]
     assert len(curve) == 3 and not any("eval_runtime" in e for e in logged)
     assert result.run["best_checkpoint_dev_tuned_jaccard_f1"] == max(p["metrics"]["jaccard_f1"] for p in curve)
+
+
+def test_a_run_records_the_commit_it_started_at_though_the_checkout_moves_while_it_runs(tmp_path, monkeypatch):
+    """Runs take minutes to hours; a commit made meanwhile is not the code that ran."""
+    import toolkit.tasks.flow as flow
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks import run_recipe
+    from toolkit.tasks.segments import linear_flow
+
+    head = ["aaaaaaa"]
+    fit = linear_flow.fit_classifier
+
+    def fit_then_commit(*args, **kwargs):  # someone commits while the model fits
+        fitted = fit(*args, **kwargs)
+        head[0] = "bbbbbbb"
+        return fitted
+
+    def code_commit():
+        return {"commit": head[0], "uncommitted_changes": False}
+
+    monkeypatch.setattr(linear_flow, "fit_classifier", fit_then_commit)
+    monkeypatch.setattr(linear_flow, "code_commit", code_commit)
+    monkeypatch.setattr(flow, "code_commit", code_commit)
+    overrides = [f"output_dir={tmp_path}", "data.max_train_docs=6", "data.max_dev_docs=3", "eval.bootstrap=0"]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides, linear_baseline=True)
+    result = run_recipe(recipe, tmp_path / "moving")
+    assert head[0] == "bbbbbbb"
+    assert json.loads((result.run_dir / "metrics.json").read_text())["run"]["commit"] == "aaaaaaa"

@@ -212,6 +212,8 @@ def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
 
     set_seed(recipe.seed)
     clock = [time.perf_counter()]
+    # The code that runs is the checkout's as the run starts: HEAD may move while it trains.
+    commit = code_commit()
     prepared = flow.prepare(recipe)
     if is_main_process():
         start_run_dir(recipe, run_dir, prepared.plan)
@@ -227,6 +229,7 @@ def run_flow(flow: Flow, recipe: RecipeBase, run_dir: Path) -> RunResult | None:
     metrics, extra = flow.evaluate(recipe, run_dir, prepared, trained)
     clock.append(time.perf_counter())
     run = {
+        **commit,
         "model": recipe.model.name,
         # The whole run, every stage (train_seconds counts the served model's training alone).
         "wall_seconds": round(clock[-1] - clock[0] + flow.sizing_seconds, 1),

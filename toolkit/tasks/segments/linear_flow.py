@@ -17,7 +17,7 @@ from toolkit.data.schema import SpanRecord
 from toolkit.errors import ToolkitError
 from toolkit.infer.linear_model import LINEAR_FILE, LinearModel
 from toolkit.registry.linear_model import LinearModelRecipe
-from toolkit.rundir import MODEL_DIR, model_meta, start_run_dir, write_meta
+from toolkit.rundir import MODEL_DIR, code_commit, model_meta, start_run_dir, write_meta
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segments import segment_text
 from toolkit.tasks.features import labels_to_learn
@@ -87,6 +87,7 @@ def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path, notes: dict
     """Fit, save and score the linear baseline; the same run directory as every other run (`notes`: what the run
     record adds, such as the budget of a segment run that fell back to it)."""
     began = time.perf_counter()
+    commit = code_commit()  # the code that runs: the checkout as the run starts
     train_records, dev_records = load_splits(recipe.data, recipe.seed)
     labels = labels_to_learn(recipe, train_records)
     train_records, dev_records = filter_labels(train_records, labels), filter_labels(dev_records, labels)
@@ -122,6 +123,7 @@ def run_linear(flow: Flow, recipe: LinearModelRecipe, run_dir: Path, notes: dict
     classifier = LinearModel.load(run_dir)
     metrics, info = score_segment_model(recipe, run_dir, classifier, dev_records, labels, chosen=chosen)
     run = {
+        **commit,
         "model": LINEAR,
         # the whole run, as every flow records it (with a segment run's budget sizing, where it fell back here)
         "wall_seconds": round(time.perf_counter() - began + flow.sizing_seconds, 1),
