@@ -24,6 +24,8 @@ from pathlib import Path
 def _combination(i: dict) -> str:
     kept = i["kept"]
     head = f"the fitted combination kept the encoder for {len(kept)} of {i['labels']} labels"
+    if i.get("pooled_p") is not None:  # one decision over every label (issue 75); each label's own p beside
+        head += f" (one test over every label: p {i['pooled_p']:.3f}; each label's own test beside it)"
     if not kept:
         return head + "; every label is the linear model at its out-of-fold threshold"
     return head + ": " + ", ".join(k if p is None else f"{k} (p {p:.3f})" for k, p in kept.items())

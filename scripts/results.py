@@ -219,6 +219,9 @@ def record_from_run(run: Path, table: str, system: str, command: str) -> Record:
     tested = {k: v["p_value"] for k, v in combination.items() if "p_value" in v}
     kept = {k: tested.get(k) for k, v in sorted(combination.items()) if v["uses"] != "linear"}
     said = {"template": "combination", "labels": len(combination), "kept": kept} if combination else None
+    pooled = metrics["run"].get("combination_pooled") or {}
+    if said and pooled.get("p_value") is not None:
+        said["pooled_p"] = pooled["p_value"]
     crossing = metrics["run"].get("cross_fitting")
     if crossing:
         fold_keys = ("documents", "best_epoch", "ended_by", "last_gain", "training_seconds", "scoring_seconds")

@@ -157,13 +157,16 @@ def test_a_cross_fitted_clause_record_lists_the_kept_labels_with_p_values_and_ea
     (tmp_path / "config.yaml").write_text("task: segment_classification\n")
     r = results.record_from_run(tmp_path, "Set (dev)", "recipe", "toolkit run r.yaml")
     assert r.encoder_kept == {"A": 0.01} and r.encoder_p_values == {"A": 0.01, "B": 0.4}
-    assert r.generated_note == "the fitted combination kept the encoder for 1 of 2 labels: A (p 0.010)"
     assert r.note is None and r.commit == "abc1234"  # the author's text apart; the commit the run wrote
     assert r.cross_fitting["out_of_fold_clauses"] == {"B": 12, "A": 9} and len(r.cross_fitting["per_fold"]) == 3
     assert "clauses" not in r.cross_fitting["per_fold"][0]  # per fold: its size, plateau and cost
     # the budget, the plan and what it gave up; the seconds by stage; the one decision over every label
     assert r.budget == {k: v for k, v in budget.items() if k != "spent_before_training"}
     assert r.stage_seconds == stages and r.combination_pooled == pooled
+    assert r.generated_note == (
+        "the fitted combination kept the encoder for 1 of 2 labels (one test over every label: p 0.010; each "
+        "label's own test beside it): A (p 0.010)"
+    )
     page = results.render_page([r])
     assert "ended by refit on every training document for the folds' median best epoch (2) (folds: " in page
     assert "fold 1: best epoch 2, ended by plateau, AUPR per epoch 0.200, 0.400, 0.350" in page
