@@ -195,8 +195,7 @@ SEGMENT_LAYERS = (
     {"cross_fit"},  # one encoder per fold
     {"evidence"},  # a strategy per segments.thresholds mode
     {"cost"},  # the run's cost, timed before it runs, and the plan a budget allows
-    {"linear_flow"},  # the linear model's flow
-    {"method"},  # the encoder's method (which falls back to the linear flow where a budget allows no epoch)
+    {"method", "linear_flow"},  # the flows: the encoder's method and the linear model's
 )
 
 

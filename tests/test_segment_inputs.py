@@ -544,6 +544,7 @@ def test_a_budgeted_run_records_its_plan_and_stops_at_its_deadline(tiny_bert, tm
     result = run_recipe(recipe, tmp_path / "late")
     assert result.run["budget"]["stopped_at_deadline"] == [1] and result.run["optimizer_steps"] == 1
     assert result.run["encoder_training"]["held_out_curve"] == []  # the cut epoch is not evaluated past the deadline
+    assert result.run["encoder_training"]["ended_by"] == "the run's deadline (budget.seconds)"
 
 
 def test_one_frozen_layer_cache_serves_every_fold_and_the_refit(tiny_bert, tmp_path):

@@ -40,8 +40,10 @@ class LinearModelFlow(Flow):
     def plan(self, recipe: LinearModelRecipe) -> dict:
         return plan_linear(recipe)
 
+    notes: dict | None = None  # what the run record adds (a segment run that fell back here: its budget)
+
     def run(self, recipe: LinearModelRecipe, run_dir: Path) -> RunResult:
-        return run_linear(self, recipe, run_dir)
+        return run_linear(self, recipe, run_dir, self.notes)
 
 
 def out_of_fold_thresholds(

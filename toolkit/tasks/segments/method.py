@@ -44,7 +44,6 @@ from toolkit.tasks.flow import Flow, Trained
 from toolkit.tasks.segments.cost import announce_stage, dry_run_cost, fit_to_budget
 from toolkit.tasks.segments.evidence import choose_strategy
 from toolkit.tasks.segments.features import SegmentWindows, segment_features, segment_input_features
-from toolkit.tasks.segments.linear_flow import LinearModelFlow, run_linear
 from toolkit.tasks.segments.linear_model import fit_linear_model
 from toolkit.tasks.segments.prepared import EvaluationSet, SegmentPrepared, SegmentTrained
 from toolkit.tasks.segments.thresholding import (
@@ -96,9 +95,12 @@ class SegmentClassification(Flow):
         recipe, self.budget_report = fit_to_budget(recipe, self.prepare_to_time)
         self.deadline, self.sizing_seconds = self.budget_report.pop("deadline"), time.perf_counter() - sizing
         if self.budget_report.get("linear_only"):  # not one epoch fits: the linear baseline, saying why
-            fallback = LinearModelFlow()
-            fallback.sizing_seconds = self.sizing_seconds
-            return run_linear(fallback, linear_baseline_of(recipe), run_dir, {"budget": self.budget_report})
+            from toolkit.tasks import flow_for
+
+            baseline = linear_baseline_of(recipe)
+            fallback = flow_for(baseline)
+            fallback.sizing_seconds, fallback.notes = self.sizing_seconds, {"budget": self.budget_report}
+            return fallback.run(baseline, run_dir)
         return super().run(recipe, run_dir)
 
     def prepare_to_time(self, recipe: SegmentClassificationRecipe) -> tuple[SegmentPrepared, Callable[[Path], Any]]:

@@ -279,9 +279,9 @@ def planned_epochs(recipe: SegmentClassificationRecipe, windows: int) -> float:
 def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained, cross_fitting: dict | None = None) -> dict:
     """segments.encoder_input=segments: the encoder's held-out curve (one point per evaluation), its best
     epoch, and what ended training: the plateau (train.early_stopping_patience evaluations without a better
-    held-out AUPR), the epoch cap (train.epochs) or the time budget (train.max_seconds). A refit after
-    cross-fitting (`cross_fitting`: its report) has no held-out curve: it trains for the folds' median best
-    epoch, and each fold's curve is given instead."""
+    held-out AUPR), the epoch cap (train.epochs), the time budget (train.max_seconds) or the run's deadline
+    (budget.seconds). A refit after cross-fitting (`cross_fitting`: its report) has no held-out curve: it trains
+    for the folds' median best epoch, and each fold's curve is given instead."""
     if cross_fitting is not None:
         keys = ("ended_by", "epochs", "best_epoch", "held_out_curve", "last_gain")
         return {
@@ -310,6 +310,8 @@ def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained, cros
     best = max(curve, key=lambda c: c["segment_aupr"], default=None)
     if trained.clock.stopped_by_budget:
         ended = "time budget (train.max_seconds)"
+    elif any(getattr(callback, "cut", False) for callback in trained.trainer.callback_handler.callbacks):
+        ended = "the run's deadline (budget.seconds)"
     elif trained.span.epochs_completed < recipe.train.epochs - 1e-6:
         ended = f"plateau ({recipe.train.early_stopping_patience} evaluations without a better held-out AUPR)"
     else:
