@@ -621,7 +621,9 @@ def test_folds_the_budget_cuts_short_fall_back_to_a_finished_folds_encoder_or_to
     if finished:
         assert cut["scored_documents"] == 4  # fold 0's documents, scored by its encoder
         assert {row["evidence_documents"] for row in result.run["combination"].values()} == {4}
-        assert "fold 0" not in result.run["encoder_training"].get("ended_by", "")
+        served = result.run["encoder_training"]  # fold 0's encoder, with its own curve: no refit
+        assert not served["ended_by"].startswith("refit") and served["held_out_curve"]
+        assert served["held_out_curve"] == result.run["cross_fitting"]["per_fold"][0]["held_out_curve"]
         assert load_predictor_predicts(result.run_dir)
         return
     assert cut["scored_documents"] == 0 and "linear baseline" in result.run["combination_note"]

@@ -282,7 +282,8 @@ def encoder_training(recipe: SegmentClassificationRecipe, trained: Trained, cros
     held-out AUPR), the epoch cap (train.epochs), the time budget (train.max_seconds) or the run's deadline
     (budget.seconds). A refit after cross-fitting (`cross_fitting`: its report) has no held-out curve: it trains
     for the folds' median best epoch, and each fold's curve is given instead."""
-    if cross_fitting is not None:
+    # Where the budget cut the folds short, the served encoder is a finished fold's, not a refit: its own curve.
+    if cross_fitting is not None and "cut_short" not in cross_fitting:
         keys = ("ended_by", "epochs", "best_epoch", "held_out_curve", "last_gain")
         return {
             "ended_by": f"refit on every training document for the folds' median best epoch "
