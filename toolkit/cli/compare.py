@@ -80,4 +80,8 @@ def compare_(
     )
     console.print(f"compare on {data}")
     console.print(terminal_table(summary, tolerances))
+    for pair, metrics in summary["paired_bootstrap"].items():
+        v = metrics["jaccard_f1"]
+        ci = f", 95% CI {v['ci95'][0]:+.4f} to {v['ci95'][1]:+.4f}, p = {v['p_value']:.3f}" if v["ci95"] else ""
+        console.print(f"{pair}: Jaccard F1 difference {v['difference']:+.4f}{ci} (paired bootstrap over documents)")
     console.print(f"wrote {out}/compare.md, compare.csv, compare.json, recall_by_length.png, pr_curve.png")

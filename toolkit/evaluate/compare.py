@@ -21,6 +21,7 @@ from toolkit.evaluate.scorer import document_counts, paired_bootstrap, point_sum
 from toolkit.infer import load_predictor, predict_with_report
 from toolkit.rundir import Run, open_run, records_for, saved_predictions
 from toolkit.scoring_defaults import SCORING
+from toolkit.spans.content import drop_contentless
 from toolkit.spans.decoding import PredictedSpan
 
 COLUMNS = [
@@ -29,6 +30,8 @@ COLUMNS = [
     "boundary_end_recall",
     "boundary_both_recall",
     "jaccard_recall",
+    "jaccard_precision",
+    "jaccard_f1",
     "span_precision",
     "span_f1",
     "hallucination_rate",
@@ -175,7 +178,9 @@ def summarize(
         m["task"] = s.task
         m["run"] = str(s.path)
         results[name] = m
-        counts[name] = document_counts(texts, golds, s.predictions, tolerances, jaccard_threshold, s.unlocated)
+        # The scorer leaves out spans without a word; the paired test counts what it scored.
+        scored = [drop_contentless(t, p)[0] for t, p in zip(texts, s.predictions)]
+        counts[name] = document_counts(texts, golds, scored, tolerances, jaccard_threshold, s.unlocated)
     paired = {
         f"{a} - {b}": paired_bootstrap(counts[a], counts[b], tolerances, bootstrap, seed)
         for a, b in itertools.combinations(names, 2)
@@ -252,7 +257,7 @@ def _write_table(summary: dict, tolerances: list[int], out: Path) -> None:
     ]
     for pair, metrics in summary["paired_bootstrap"].items():
         for key, v in metrics.items():
-            if key.endswith("recall"):
+            if key.endswith(("recall", "f1")):
                 ci = f"{v['ci95'][0]:+.3f} to {v['ci95'][1]:+.3f}" if v["ci95"] else "n/a (--bootstrap 0)"
                 p = f"{v['p_value']:.3f}" if v["p_value"] is not None else "n/a"
                 lines.append(f"| {pair} | {key} | {v['difference']:+.4f} | {ci} | {p} |")

@@ -33,6 +33,8 @@ METRIC_NAMES = {
     "boundary_end_recall": "boundary recall: end",
     "boundary_both_recall": "boundary recall: both",
     "jaccard_recall": "recall (word Jaccard match)",
+    "jaccard_precision": "precision (word Jaccard match)",
+    "jaccard_f1": "F1 (word Jaccard match)",
     "span_precision": "precision (exact span)",
     "span_f1": "F1 (exact span)",
     "hallucination_rate": "hallucination rate",

@@ -318,6 +318,8 @@ PAIRED_METRICS = (
     "span_precision",
     "span_f1",
     "jaccard_recall",
+    "jaccard_precision",
+    "jaccard_f1",
     "boundary_start_recall",
     "boundary_end_recall",
     "boundary_both_recall",
