@@ -291,6 +291,15 @@ def test_cpu_flags_are_read_from_cpuinfo():
     assert cpu_flags("") == ("unknown", [])
 
 
+def test_the_cpu_kind_a_record_id_carries_is_the_widest_units_present():
+    from toolkit.hardware import cpu_kind
+
+    assert cpu_kind(["avx2", "avx512f", "avx512_vnni", "amx_bf16"]) == "amx"  # Intel Xeon
+    assert cpu_kind(["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]) == "avx512"  # Zen 4
+    assert cpu_kind(["avx2"]) == "avx2"  # Zen 2 and 3
+    assert cpu_kind([]) == "baseline"
+
+
 def test_window_limits_are_the_positions_and_halfway_there():
     from toolkit.deploy.timing import window_limits
 

@@ -24,6 +24,17 @@ def cpu_flags(cpuinfo: str) -> tuple[str, list[str]]:
     return model, [f for f in FLAGS if f in flags]
 
 
+def cpu_kind(flags: list[str]) -> str:
+    """The CPU kind a budget is held on, from its FLAGS: `amx` (Intel with AMX), `avx512` (AVX-512 without AMX,
+    e.g. Zen 4), `avx2` (AVX2 only, e.g. Zen 2 and 3), else `baseline`. Record ids carry it, so each kind's
+    figure is kept beside the others'. Pure."""
+    if {"amx_bf16", "amx_int8"} & set(flags):
+        return "amx"
+    if "avx512f" in flags:
+        return "avx512"
+    return "avx2" if "avx2" in flags else "baseline"
+
+
 def describe() -> dict:
     """The machine as a manifest records it."""
     import torch
