@@ -103,6 +103,9 @@ def test_a_bidirectional_decoder_tagger_trains_reloads_alike_and_exports_in_pyto
         export_run(tmp_path / "bidi", tmp_path / "onnx", precision="fp32", parity_docs=5)
 
 
+# Slow tier (issue 76): a second decoder trained as a tagger through the same code the bidirectional-decoder test
+# covers fast.
+@pytest.mark.slow
 def test_gemma3_tags_through_the_same_code(tiny_llama, tmp_path):
     """Gemma 3 text models have no token-classification class in transformers 4.57: the toolkit registers the
     generic head (toolkit/models/gemma.py). A tiny random Gemma 3 with the tiny Llama's tokenizer trains, saves and

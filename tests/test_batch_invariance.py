@@ -41,7 +41,12 @@ def _answers(predictor, texts, target: int):
     return out
 
 
-@pytest.mark.parametrize("path", list(PATHS))
+# The fast tier keeps one path of each runtime and the int8 path that scales activations per row block; the other
+# precisions of the same runtimes (each a fresh export, most of this file's time) run in the slow tier.
+FAST_PATHS = {"onnx_fp32", "onnx_int8", "pytorch_fp32", "openvino_fp32"}
+
+
+@pytest.mark.parametrize("path", [p if p in FAST_PATHS else pytest.param(p, marks=pytest.mark.slow) for p in PATHS])
 def test_exported_tagger_answers_do_not_depend_on_the_batch(path, exported):
     """Every path an export can package: bit-identical spans and scores alone and in any batch (onnx_int8
     scales activations per row block, openvino_int8 with calibrated static scales; PyTorch and OpenVINO paths
@@ -71,7 +76,7 @@ def test_pytorch_tagger_answers_differ_by_rounding_only(tiny_mlm_run):
             assert [s[3] for s in answer] == pytest.approx([s[3] for s in alone], abs=1e-6)
 
 
-@pytest.mark.parametrize("path", ["openvino_fp32", "openvino_int8"])
+@pytest.mark.parametrize("path", ["openvino_fp32", pytest.param("openvino_int8", marks=pytest.mark.slow)])
 def test_openvino_windows_on_parallel_streams_equal_each_window_alone(path, exported):
     """Many windows run on one stream per thread (one thread each); every window's logits equal those of its
     own call on the single two-thread stream, bit for bit."""

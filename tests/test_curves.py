@@ -70,6 +70,9 @@ def test_a_curve_over_the_whole_dev_set_is_the_evaluation_that_chooses_the_best_
     assert len(read_curve(tmp_path / "part")) == 4 and all("eval_runtime" in e for e in evaluations("part"))
 
 
+# Slow tier (issue 76): trains two runs and compares them in a subprocess; summarize_curves is checked fast on fixed
+# points.
+@pytest.mark.slow
 def test_compare_curves_puts_runs_side_by_side_at_a_common_budget(tiny_bert, tmp_path):
     tagger_run(tiny_bert, tmp_path, "short", "train.max_seconds=0.3")
     tagger_run(tiny_bert, tmp_path, "long")
@@ -103,6 +106,8 @@ def test_compare_curves_puts_runs_side_by_side_at_a_common_budget(tiny_bert, tmp
     ).read_text()
 
 
+# Slow tier (issue 76): trains three runs to reach two refusals.
+@pytest.mark.slow
 def test_curves_of_different_documents_are_refused(tiny_bert, tmp_path):
     short = "train.epochs=10"  # one checkpoint each: what is refused is the curves' documents, not their shape
     tagger_run(tiny_bert, tmp_path, "three", short)

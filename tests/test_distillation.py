@@ -134,6 +134,9 @@ def _unlabelled(tmp_path, n=6):
     return path
 
 
+# Slow tier (issue 76): distillation end to end (the student trained); its word alignment, leak check and refusals
+# stay fast.
+@pytest.mark.slow
 def test_a_student_learns_the_teachers_tags_from_the_teacher_alone(tiny_teacher, tiny_bert, tmp_path):
     from toolkit.rundir import open_run
     from toolkit.tasks import run_recipe

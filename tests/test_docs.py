@@ -226,6 +226,8 @@ def test_the_site_builds_in_strict_mode(site):
         assert (site / page).is_file(), page
 
 
+# Slow tier (issue 76): starts a real browser; the site's strict build and the pages' text stay fast.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("page", "heading"), [("index.html", "clause-entity-toolkit"), ("results/index.html", "Results")]
 )
@@ -345,6 +347,8 @@ def test_every_module_the_architecture_guide_names_exists():
     assert missing_modules(planted, REPO) == [f"toolkit/tasks/{gone}", "toolkit/gone/"]
 
 
+# Slow tier (issue 76): starts a real browser; the results page's text and charts are generated and checked fast.
+@pytest.mark.slow
 def test_the_results_page_reads_at_1280_px_with_a_chart_per_table(site, browser_page, tmp_path):
     """No table scrolls sideways in a 1280 px window, and each table's generated chart is drawn above it."""
     browser, problems = browser_page
@@ -569,6 +573,9 @@ def test_verify_passes_the_records_and_fails_on_a_sentence_that_disagrees_with_i
     assert any(line.endswith("unknown_commit.json: commit 0000000: not a commit of this repository") for line in lines)
 
 
+# Slow tier (issue 76): trains a segment run to write a record again from it; verify's checks of records alone stay
+# fast.
+@pytest.mark.slow
 def test_verify_writes_a_record_again_from_its_run_and_fails_on_an_edited_commit(tiny_segment_run, tmp_path):
     run = tiny_segment_run.run_dir
     commit = json.loads((run / "metrics.json").read_text())["run"]["commit"]

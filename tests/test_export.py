@@ -185,6 +185,9 @@ def test_serve_refuses_a_directory_that_is_not_an_artifact(tiny_mlm_run):
     )
 
 
+# Slow tier (issue 76): exports all nine paths (most of this file's time); each path's export is tested alone in the
+# fast tier, and the slow tier's demo job exports auto.
+@pytest.mark.slow
 def test_auto_keeps_the_fastest_path_within_budget_and_records_every_path(tiny_mlm_run, tmp_path):
     manifest = export_run(tiny_mlm_run, tmp_path / "auto", parity_docs=5, budgets=ParityBudgets(max_f1_drop=1.0))
     paths = manifest["paths"]

@@ -128,6 +128,9 @@ def _corpus(tmp_path, repeats: int = 40):
     (tmp_path / "train.txt").write_text(" ".join(sample_texts()[:2]) * repeats, encoding="utf-8")
 
 
+# Slow tier (issue 76): pre-training end to end (14 epochs, then a fine-tune); masking, packing and the config
+# checks stay fast.
+@pytest.mark.slow
 def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
     from toolkit.tasks import run_recipe
 
@@ -169,6 +172,8 @@ def test_tiny_mlm_adapts_and_its_model_fine_tunes(tiny_bert, tmp_path):
     assert out.run["optimizer_steps"] >= 1
 
 
+# Slow tier (issue 76): pre-training end to end (40 epochs); masking, packing and the config checks stay fast.
+@pytest.mark.slow
 def test_tiny_clm_adapts(tiny_llama, tmp_path):
     from toolkit.tasks import run_recipe
 

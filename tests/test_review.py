@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from typer.testing import CliRunner
 
 from toolkit.cli import app
@@ -72,6 +73,8 @@ def test_review_without_gold_needs_texts(tmp_path):
     assert result.exit_code == 0 and 'id="only-errors"' not in (tmp_path / "r.html").read_text()
 
 
+# Slow tier (issue 76): starts a real browser; the review page's HTML is checked fast.
+@pytest.mark.slow
 def test_the_review_page_in_a_real_browser(tmp_path, browser_page):
     """In Debian Chromium: no console errors, the underlined tokens spell the spans' characters, the
     error filter hides the document without errors, and a screenshot is taken."""

@@ -727,6 +727,8 @@ def test_the_page_is_open_and_holds_no_key(server):
     assert status == 401  # the API still needs the key
 
 
+# Slow tier (issue 76): starts a real browser; the service's answers stay fast.
+@pytest.mark.slow
 def test_the_page_in_a_real_browser(server, tmp_path, browser_page):
     """Type the key and a text, pick one label, extract: the marks sit on the characters of the served
     spans, the console stays clean, and a screenshot is taken."""
