@@ -113,6 +113,21 @@ def test_segment_inputs_refuse_what_they_do_not_read_all_at_once():
         )
 
 
+def test_train_layers_at_or_above_the_layer_count_train_every_weight_and_cache_nothing(tiny_bert):
+    """The clause recipe trains its top 3 layers: on an encoder of 3 layers or fewer that is every weight, so
+    there is no frozen part to cache (was: refused)."""
+    from transformers import AutoModel
+
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks.segments.trainer import frozen_cache
+
+    recipe = load_recipe(REPO / "recipes" / "cuad_clauses_segments_mlm.yaml", [f"model.name={tiny_bert}"])
+    model = AutoModel.from_pretrained(tiny_bert)  # 2 layers
+    assert recipe.model.train_layers == 3 and frozen_cache(recipe, model) is None
+    recipe.model.train_layers = 1
+    assert frozen_cache(recipe, model).frozen == 1
+
+
 SEGMENT_RUN = [
     "data.max_train_docs=12",
     "data.max_dev_docs=4",

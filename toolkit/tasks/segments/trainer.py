@@ -212,7 +212,8 @@ def frozen_cache(recipe: SegmentClassificationRecipe, model, shared=None):
     """segments.cache_frozen_layers with model.train_layers: the frozen part's states, computed once per input;
     `shared`, the run's cache so far, bound to this model (every fold, the refit and later stages share one)."""
     top = recipe.model.train_layers
-    if top is None or not recipe.segments.cache_frozen_layers:
+    # At or above the model's layer count every weight trains (model.train_layers): nothing frozen to cache.
+    if top is None or top >= int(model.config.num_hidden_layers) or not recipe.segments.cache_frozen_layers:
         return None
     if shared is not None:
         return shared.bind(model)
