@@ -606,12 +606,14 @@ class _Clock:
         return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
 
 
-@pytest.mark.parametrize("finished", [1, 0])
+@pytest.mark.parametrize("finished", [1, 0, 3])
 def test_folds_the_budget_cuts_short_fall_back_to_a_finished_folds_encoder_or_to_the_linear_model(
     finished, tiny_bert, tmp_path, monkeypatch
 ):
     """The deadline passes while fold `finished` trains: with one finished fold its documents are the evidence and
-    its encoder is served without a refit; with none the model is the linear baseline, decision for decision. Each
+    its encoder is served without a refit; with none the model is the linear baseline, decision for decision. With
+    all 3 finished and too little time left for the refit, every document is the evidence and the last fold's
+    encoder is served (a refit the deadline stops at once would serve an encoder trained less than any fold). Each
     run says what it gave up."""
     from toolkit.registry.recipe_loader import load_recipe
     from toolkit.rundir import open_run
@@ -623,22 +625,27 @@ def test_folds_the_budget_cuts_short_fall_back_to_a_finished_folds_encoder_or_to
     monkeypatch.setattr(
         method, "fit_to_budget", lambda r, prepare: (r, {**cost.fit_to_budget(r, prepare)[1], "deadline": 1e9})
     )
-    monkeypatch.setattr(cross_fit, "time", _Clock([0.0] * (2 * finished) + [2e9]))
+    # Two readings a fold (before it starts, after it trains) but the first; a reading past the deadline stops the
+    # fold that reads it, and one just short of it leaves no time for the refit.
+    readings = [0.0] * (2 * finished) + [2e9] if finished < 3 else [0.0] * 5 + [1e9 - 1]
+    monkeypatch.setattr(cross_fit, "time", _Clock(readings))
     overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN, "train.epochs=2"]
     overrides += ["segments.thresholds=cross_fitted", "budget.seconds=3600"]
     recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
     result = run_recipe(recipe, tmp_path / "cut")
     cut = result.run["cross_fitting"]["cut_short"]
-    assert cut["finished_folds"] == finished and f"fold {finished} was stopped" in cut["why"]
+    why = "the refit would not finish" if finished == 3 else f"fold {finished} was stopped"
+    assert cut["finished_folds"] == finished and why in cut["why"]
     assert len(result.run["cross_fitting"]["per_fold"]) == finished
     assert any(given.startswith("the refit: ") for given in result.run["budget"]["gave_up"])
     run = open_run(result.run_dir)
     if finished:
-        assert cut["scored_documents"] == 4  # fold 0's documents, scored by its encoder
-        assert {row["evidence_documents"] for row in result.run["combination"].values()} == {4}
-        served = result.run["encoder_training"]  # fold 0's encoder, with its own curve: no refit
+        documents = 4 * finished  # the finished folds' documents, each scored by its fold's encoder
+        assert cut["scored_documents"] == documents
+        assert {row["evidence_documents"] for row in result.run["combination"].values()} == {documents}
+        served = result.run["encoder_training"]  # the last finished fold's encoder, with its own curve: no refit
         assert not served["ended_by"].startswith("refit") and served["held_out_curve"]
-        assert served["held_out_curve"] == result.run["cross_fitting"]["per_fold"][0]["held_out_curve"]
+        assert served["held_out_curve"] == result.run["cross_fitting"]["per_fold"][-1]["held_out_curve"]
         assert load_predictor_predicts(result.run_dir)
         return
     assert cut["scored_documents"] == 0 and "linear baseline" in result.run["combination_note"]

@@ -101,6 +101,11 @@ def cross_fit(
         "per_fold": folds,
         "seconds": round(sum(f["training_seconds"] + f["scoring_seconds"] for f in folds), 1),
     }
+    needed = refit_seconds(folds, refit, len(records)) if cut is None and served is not None else 0.0
+    if needed and time.monotonic() + needed > deadline:
+        # Every fold finished, but a refit the deadline stops early would serve an encoder trained less than any fold.
+        cut = f"the refit would not finish before the budget's deadline (about {needed:.0f} s for {refit:g} epochs "
+        cut += f"on {len(records)} documents; {max(0.0, deadline - time.monotonic()):.0f} s left)"
     if cut is None:
         return OutOfFold(segments, encoder, refit, report, horizon)
     scored = [i for i in range(len(records)) if encoder[i] is not None]
@@ -116,6 +121,15 @@ def cross_fit(
         ),
     }
     return OutOfFold(segments, encoder, refit, report, horizon, scored=scored, served=served)
+
+
+def refit_seconds(folds: list[dict], epochs: float, documents: int) -> float:
+    """The refit's training time, from the last finished fold's seconds per epoch and training document (its
+    evaluations included, so on the safe side)."""
+    last = folds[-1]
+    return (
+        last["training_seconds"] / max(last["epochs"], 1e-9) / max(last["trained_on_documents"], 1) * epochs * documents
+    )
 
 
 def _train_fold(recipe, fold_dir: Path, p: SegmentPrepared, fit: FitEncoder, f: int, fold: list[int], held: list[int]):
