@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from toolkit.cli import app
-from toolkit.data.documents import DocumentError, decode_text, list_sources, read_documents
+from toolkit.data.documents import DocumentError, list_sources, read_documents
+from toolkit.data.text_encoding import decode_text
 from toolkit.infer.collection import PredictionSink, ReadAhead, failures_path
 from toolkit.infer.rows import CHARS_PER_SLOT, batched_rows, encode_row, extract_file
 

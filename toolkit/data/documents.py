@@ -16,12 +16,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit.data.document_error import DocumentError
+from toolkit.data.file_text import FileText
+from toolkit.data.text_encoding import BOMS, conversion_fix, decode_text, read_file_text, replace_nuls
 from toolkit.errors import ToolkitError
 
 SUFFIXES = (".jsonl", ".txt", ".pdf", ".docx")
 # Pages of a PDF are joined with a form feed, as pdftotext does: offsets stay in one string, and a
 # page break stays visible in the written text.
 PAGE_BREAK = "\f"
+# A .txt file larger than this is read as a `FileText`, from the file as it is sliced, not held whole (a reader
+# that does not stream takes it whole). Below it, holding the text costs less than the model's own memory.
+LAZY_TEXT_BYTES = 4 << 20
 # Bounds on what a .docx (a zip archive) may inflate to. The text of the longest contracts is a few
 # MB; images and fonts inside a .docx are never read, but their sizes count against the total.
 MAX_ZIP_ENTRY_BYTES = 256 * 2**20
@@ -29,20 +35,12 @@ MAX_ZIP_TOTAL_BYTES = 1024 * 2**20
 MAX_ZIP_ENTRIES = 10_000
 
 
-class DocumentError(Exception):
-    """One document (or file) that could not be read: the reason and what to do about it."""
-
-    def __init__(self, reason: str, fix: str):
-        super().__init__(reason)
-        self.reason, self.fix = reason, fix
-
-
 @dataclass
 class InputDocument:
     """A document to predict on. `key` (source, id) is unique in a collection and is what a resumed run skips."""
 
     id: str
-    text: str
+    text: str | FileText  # a FileText: a long .txt file, read from the file as it is sliced
     source: str
     meta: dict = field(default_factory=dict)
 
@@ -51,7 +49,7 @@ class InputDocument:
         return (self.source, self.id)
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "text": self.text, "source": self.source, "meta": self.meta}
+        return {"id": self.id, "text": str(self.text), "source": self.source, "meta": self.meta}
 
 
 @dataclass
@@ -244,7 +242,7 @@ def _jsonl(
         # split on "\n" only: str.splitlines would also split at U+2028, which JSON strings may hold raw.
         lines = data.decode("utf-8").split("\n")
     except UnicodeDecodeError as exc:
-        raise DocumentError(f"not UTF-8 (byte {start + exc.start})", _conversion_fix(data)) from None
+        raise DocumentError(f"not UTF-8 (byte {start + exc.start})", conversion_fix(data)) from None
     for n, line in enumerate(lines, first):
         if not line.strip():
             continue
@@ -267,93 +265,13 @@ def _jsonl(
         yield InputDocument(id=str(rid), text=obj["text"], source=str(path), meta={"format": "jsonl", "line": n})
 
 
-# Byte-order marks and the codec each names; UTF-32's come first, as UTF-32 LE's starts with UTF-16 LE's.
-BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
-
-
-def decode_text(data: bytes) -> str:
-    """A text file's bytes as text: UTF-8, or the UTF-8/16/32 its byte-order mark names (the mark is
-    not part of the text). Anything else raises DocumentError with the conversion that fixes it."""
-    for bom, codec in BOMS:
-        if data.startswith(bom):
-            try:
-                return data[len(bom) :].decode(codec)
-            except UnicodeDecodeError as exc:
-                raise DocumentError(
-                    f"starts with a {codec.upper()} byte-order mark but is not {codec.upper()} "
-                    f"(byte {len(bom) + exc.start})",
-                    "re-save it in one encoding, ideally UTF-8",
-                ) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DocumentError(f"not UTF-8 (byte {exc.start})", _conversion_fix(data)) from None
-    codec = wide_codec(data)
-    if codec:  # ASCII in UTF-16/32 without a mark is valid UTF-8, with NULs where the wide code units are
-        raise DocumentError(
-            f"not UTF-8 text: its NUL bytes fall where {codec.upper()} puts them", _conversion_fix(data)
-        )
-    return text
-
-
-# Where the NULs of ASCII text fall in each wide encoding without a byte-order mark: (codec, unit, positions).
-WIDE_NULS = (
-    ("utf-32le", 4, (1, 2, 3)),
-    ("utf-32be", 4, (0, 1, 2)),
-    ("utf-16le", 2, (1,)),
-    ("utf-16be", 2, (0,)),
-)
-
-
-def _spread_sample(data: bytes, blocks: int = 16, size: int = 4096) -> bytes:
-    """Up to `blocks` blocks of `size` bytes spread evenly over the data (all of it when it is small), each
-    starting at a multiple of 4 so code units stay aligned."""
-    if len(data) <= blocks * size:
-        return data
-    step = (len(data) - size) // (blocks - 1)
-    return b"".join(data[(i * step) // 4 * 4 : (i * step) // 4 * 4 + size] for i in range(blocks))
-
-
-def wide_codec(data: bytes) -> str | None:
-    """The UTF-16/32 codec (no byte-order mark) whose ASCII the bytes look like: nearly every byte at that
-    codec's NUL positions is NUL and nearly none elsewhere, over a sample spread across the file. None for
-    text without NULs and for UTF-8 text with NUL runs in it (NULs at every position alike)."""
-    sample = _spread_sample(data)
-    if sample.count(0) <= len(sample) // 4:
-        return None
-    for codec, unit, positions in WIDE_NULS:
-        at = [sample[k::unit] for k in range(unit)]
-        zero = sum(at[k].count(0) for k in positions) / max(1, sum(len(at[k]) for k in positions))
-        other = [k for k in range(unit) if k not in positions]
-        stray = sum(at[k].count(0) for k in other) / max(1, sum(len(at[k]) for k in other))
-        if zero >= 0.9 and stray <= 0.1:
-            return codec
-    return None
-
-
-def replace_nuls(text: str) -> tuple[str, int]:
-    """UTF-8 text with NUL characters (a run of padding, an OCR or export artifact) as text with a space for
-    each, so every offset still points at the same character of the file, and how many were replaced."""
-    count = text.count("\0")
-    return (text.replace("\0", " "), count) if count else (text, 0)
-
-
-def _conversion_fix(data: bytes) -> str:
-    codec = wide_codec(data)
-    if codec:
-        return f"it looks like {codec.upper()} without a byte-order mark: convert it, e.g. `iconv -f {codec} -t utf-8`"
-    return "convert it to UTF-8, e.g. `iconv -f cp1252 -t utf-8` for Windows text (`-f latin1` for ISO-8859-1)"
-
-
-def _txt(path: Path) -> tuple[str, dict]:
+def _txt(path: Path) -> tuple[str | FileText, dict]:
     # NULs inside UTF-8 text are replaced, counted in the document's meta, never dropped silently.
-    text, nuls = replace_nuls(decode_text(path.read_bytes()))
+    if path.stat().st_size > LAZY_TEXT_BYTES:
+        file_text = read_file_text(path)
+        text, nuls = file_text, file_text.nuls
+    else:
+        text, nuls = replace_nuls(decode_text(path.read_bytes()))
     return text, ({"nul_characters_replaced": nuls} if nuls else {})
 
 

@@ -91,7 +91,8 @@ def predict_rows(
     if not documents:
         return []
     try:
-        predictions = predictor.predict([d.text for d in documents], batch_size=batch_size)
+        lazy = getattr(predictor, "reads_file_text", False)  # else a FileText (a long .txt file) is read whole
+        predictions = predictor.predict([d.text if lazy else str(d.text) for d in documents], batch_size=batch_size)
     except Exception as exc:  # noqa: BLE001 - any model error on one document must not end the collection
         if len(documents) > 1:
             return [row for d in documents for row in predict_rows(predictor, [d], model_id, batch_size)]
@@ -143,6 +144,7 @@ class PredictionRow:
         if contentless:  # dropped, not silently
             self.meta["spans_without_content"] = contentless
         self.meta.update(counts or {})  # `COUNTED`'s
+        # Not a FileText's text: it was decoded strictly, which no lone surrogate passes.
         self.ascii_only = any(_NOT_UTF8.search(v) for v in (d.id, d.text) if isinstance(v, str)) or bool(
             _NOT_UTF8.search(json.dumps(self.meta, ensure_ascii=False))
         )

@@ -29,6 +29,9 @@ class Tagger:
     # Windows scored and decoded together in `predict_long`, and characters tokenized per call.
     group_windows = 64
     chunk_chars = CHUNK_CHARS
+    # The long-document path only slices its text, so it reads a long .txt file as a `FileText` (from the file,
+    # not held whole); `toolkit predict` gives other predictors `str(text)`.
+    reads_file_text = True
 
     def __init__(self, model, tokenizer, meta: ModelMeta, device: str = "cpu"):
         # A torch module, or optimum's ORTModel (an exported artifact): both take the same call.
@@ -144,7 +147,7 @@ class Tagger:
         batch_size = batch_size or 16
         start = time.perf_counter()
         short = [i for i, t in enumerate(texts) if len(t) <= self.long_document_chars]
-        short_texts = [texts[i] for i in short]
+        short_texts = [str(texts[i]) for i in short]  # a str is not copied
         windows = self.windows(short_texts)
         spans: list[list[PredictedSpan] | None] = [None] * len(texts)
         for i, doc_spans in zip(short, self.decode(short_texts, windows, self.logits(windows, batch_size))):

@@ -38,6 +38,7 @@ from toolkit.spans.decoding import (
 )
 from toolkit.spans.label_space import LabelSpace
 from toolkit.spans.segment_windows import special_tokens_around
+from toolkit.spans.span_columns import SpanColumns
 from toolkit.spans.windows import Window
 
 # Characters tokenized per call: a few hundred windows' worth of text.
@@ -97,7 +98,9 @@ def _next_cut(tokenizer, text: str, lo: int, chunk_chars: int) -> tuple[int, boo
     if target >= len(text):
         return len(text), True
     floor = lo + chunk_chars // 2
-    candidates = [m.start() for m in _CUT.finditer(text, max(floor, lo + 1), target)]
+    # On a slice, not `finditer(text, pos, endpos)`: `text` may be a `FileText` (data.file_text), which slices.
+    first = max(floor, lo + 1)
+    candidates = [first + m.start() for m in _CUT.finditer(text[first:target])]
     for cut in reversed(candidates[-8:]):  # a handful of tries: a cut that fails here is rare
         if _cut_holds(tokenizer, text, cut):
             return cut, True
@@ -304,15 +307,15 @@ def decode_stream(
     scored_groups: Iterable[tuple[Sequence[Window], Sequence[np.ndarray]]],
     space: LabelSpace,
     max_pending_tokens: int = MAX_PENDING_TOKENS,
-) -> tuple[list[PredictedSpan], int]:
+) -> tuple[SpanColumns, int]:
     """The document's spans from its windows' logits, a group of windows at a time (what `decode_documents`
     gives for the whole document), and how many blocks had to be cut inside a span."""
     stitcher, stream = Stitcher(), SpanStream(text, space, max_pending_tokens)
-    spans: list[PredictedSpan] = []
+    spans = SpanColumns()  # a long document's spans are many: as columns, not objects
     for (windows, logits), final in with_last(scored_groups):
         scores = [
             WindowScores(w.offsets, w.word_ids, logits_to_probs(np.asarray(x)[: len(w.offsets)], space.multi_label))
             for w, x in zip(windows, logits)
         ]
-        spans += stream.push(*stitcher.push(scores, final), final)
+        spans.extend(stream.push(*stitcher.push(scores, final), final))
     return spans, stream.forced_cuts
