@@ -145,17 +145,23 @@ def peak_growth(tmp_path, sizes: tuple[int, int]) -> tuple[int, int]:
     return peaks[0], peaks[1]
 
 
-# A 2M- and an 8M-character file: the longer may add this much to the peak (columns of its spans, not its text).
+# A 0.5M- and a 2M-character file: the longer may add this much to the peak (columns of its spans, not its text).
+SIZES = (500_000, 2_000_000)
 GROWTH_BYTES_PER_CHAR = 0.5
 
 
 def test_predicting_a_text_file_four_times_as_long_holds_neither_its_text_nor_span_objects(tmp_path, monkeypatch):
-    monkeypatch.setattr(documents, "LAZY_TEXT_BYTES", 1 << 20)  # both files read from the file
-    short, long = peak_growth(tmp_path, (2_000_000, 8_000_000))
-    assert long - short < GROWTH_BYTES_PER_CHAR * 6_000_000, f"grew {(long - short) / 1e6:.1f} MB"
+    from toolkit.data import file_text
+    from toolkit.infer import rows
 
-
-def test_a_planted_read_of_the_whole_file_fails_the_same_bound(tmp_path, monkeypatch):
-    monkeypatch.setattr(documents, "LAZY_TEXT_BYTES", 1 << 40)  # every file held whole, as before FileText
-    short, long = peak_growth(tmp_path, (2_000_000, 8_000_000))
-    assert long - short > GROWTH_BYTES_PER_CHAR * 6_000_000, f"grew {(long - short) / 1e6:.1f} MB"
+    # What is held whatever the length, small beside the files: the blocks kept decoded, the text escaped at once.
+    monkeypatch.setattr(file_text, "BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(rows, "ESCAPE_CHARS", 1 << 16)
+    monkeypatch.setattr(documents, "LAZY_TEXT_BYTES", 1 << 18)  # both files read from the file
+    short, long = peak_growth(tmp_path, SIZES)
+    bound = GROWTH_BYTES_PER_CHAR * (SIZES[1] - SIZES[0])
+    assert long - short < bound, f"grew {(long - short) / 1e6:.2f} MB"
+    # The planted fallback: every file held whole, as before FileText, fails the same bound.
+    monkeypatch.setattr(documents, "LAZY_TEXT_BYTES", 1 << 40)
+    short, long = peak_growth(tmp_path, SIZES)
+    assert long - short > bound, f"grew {(long - short) / 1e6:.2f} MB"

@@ -27,7 +27,7 @@ CACHED_BLOCKS = 4
 class FileText:
     """The text of `path` from byte `start` on, in `codec`, with NULs read as spaces; indexable like a str."""
 
-    def __init__(self, path: Path, codec: str, start: int, block_bytes: int = BLOCK_BYTES):
+    def __init__(self, path: Path, codec: str, start: int, block_bytes: int | None = None):
         self.path, self.codec = Path(path), codec
         self._chars, self._bytes = [0], [start]  # block k: characters _chars[k]:_chars[k+1], bytes likewise
         self.nuls = 0
@@ -38,7 +38,7 @@ class FileText:
         with self.path.open("rb") as f:
             f.seek(start)
             while True:
-                data = f.read(block_bytes)
+                data = f.read(block_bytes or BLOCK_BYTES)
                 pending = len(decoder.getstate()[0])
                 try:
                     text = decoder.decode(data, final=not data)
