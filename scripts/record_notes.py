@@ -59,6 +59,10 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
         f"peaks {i['peak_per_round']}"
     ),
     "memory": lambda i: f"{i['failed']} failed",
+    "cpu_peak": lambda i: (
+        f"{i['threads']} threads, best of sizes {i['sizes']}; instruction-set caps: "
+        + (", ".join(f"{k}={v}" for k, v in i["caps"].items()) or "none")
+    ),
     "parity": lambda i: (
         f"groups of {i['group_windows']} windows, pieces of {i['chunk_chars']} characters; thresholds "
         f"{i['thresholds']}; whole path {i['seconds_whole']} s"

@@ -10,6 +10,7 @@ is typed by hand.
     python scripts/results.py peak bench/out/predict_peak.json --table ... --system ... --id ... --command ...
     python scripts/results.py memory bench/out/long_document.json --case single_100mb --table ... --id ... --command ...
     python scripts/results.py parity bench/out/long_document_parity_demo.json --table ... --id ... --command ...
+    python scripts/results.py cpu-peak bench/out/cpu_peaks.json --key "openvino int8" --table ... --id ... --command ...
     python scripts/results.py page            # rewrite docs/results.md and the README's headline table
     python scripts/results.py page --check    # exit 1 when either differs from the records (a fast test runs it)
     python scripts/results.py verify          # exit 1 on a record that is not what its generator wrote (CI runs it)
@@ -378,6 +379,36 @@ def peak_record(result: dict, table: str, system: str, command: str, commit: str
                 "gflop_per_document": result["gflop_per_document"],
                 "rounds": result["rounds"],
                 "peak_per_round": result["peak_per_round"],
+            }
+        ),
+    )
+
+
+def cpu_peak_record(
+    result: dict, table: str, system: str, command: str, commit: str | None, note: str | None, key: str
+) -> Record:
+    """A record of one `cpu_peaks.py` figure: a runtime's matmul peak in one precision on this CPU (and the
+    instruction-set caps it ran under), with int8's multiple of fp32 in the same run."""
+    peak = result["peaks"][key]
+    others = {"matrix size": peak["size"]}
+    if "over_fp32" in peak:
+        others["int8 / fp32"] = peak["over_fp32"]
+    return _measured_here(
+        commit,
+        table=table,
+        system=system,
+        metric=f"{peak['precision']} matmul peak",
+        value=peak["gflops"],
+        unit="GFLOP/s",
+        others=others,
+        command=command,
+        note=note,
+        **generated(
+            {
+                "template": "cpu_peak",
+                "threads": result["threads"],
+                "sizes": result["sizes"],
+                "caps": result["caps"],
             }
         ),
     )
@@ -775,7 +806,10 @@ def main() -> int:
     memory.add_argument("--against", help="a case of the same file whose chars/s this one's is compared with")
     parity = sub.add_parser("parity", help="write bench/results/<id>.json from long_document_parity.py's JSON")
     parity.add_argument("result", type=Path, help="bench/out/long_document_parity_*.json")
-    for measured in (ratio, peak, memory, parity):
+    cpu_peak = sub.add_parser("cpu-peak", help="write bench/results/<id>.json from one cpu_peaks.py figure")
+    cpu_peak.add_argument("result", type=Path, help="bench/out/cpu_peaks*.json")
+    cpu_peak.add_argument("--key", required=True, help="the runtime and precision, e.g. 'openvino int8'")
+    for measured in (ratio, peak, memory, parity, cpu_peak):
         measured.add_argument("--table", required=True)
         measured.add_argument("--system", required=True)
         measured.add_argument("--command", dest="run_command", required=True)
@@ -887,11 +921,18 @@ def main() -> int:
         r = serving_record(result, args.table, args.system, args.run_command, args.note)
         return _write(r, args.id)
 
-    if args.command in ("headline", "peak", "memory", "parity"):
+    if args.command in ("headline", "peak", "memory", "parity", "cpu-peak"):
         result = json.loads(args.result.read_text(encoding="utf-8"))
-        makers = {"headline": headline_record, "peak": peak_record, "memory": memory_record, "parity": parity_record}
+        makers = {
+            "headline": headline_record,
+            "peak": peak_record,
+            "memory": memory_record,
+            "parity": parity_record,
+            "cpu-peak": cpu_peak_record,
+        }
         maker = makers[args.command]
         extra = {"case": args.case, "against": args.against} if args.command == "memory" else {}
+        extra = {"key": args.key} if args.command == "cpu-peak" else extra
         r = maker(result, args.table, args.system, args.run_command, args.commit, args.note, **extra)
         return _write(r, args.id)
 
