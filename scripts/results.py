@@ -555,6 +555,8 @@ def _figure(r: Record) -> str:
         return f"{r.value:.0f} ms"
     if r.unit == "MB":
         return f"{r.value:,.0f} MB"
+    if r.unit == "GFLOP/s":
+        return f"{r.value:,.0f} GFLOP/s"
     if r.unit == "x":
         return f"{r.value:.2f}x"
     ci = f" ({r.ci95[0]:.3f}-{r.ci95[1]:.3f})" if r.ci95 else ""
