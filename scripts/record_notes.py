@@ -59,6 +59,10 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
         f"peaks {i['peak_per_round']}"
     ),
     "memory": lambda i: f"{i['failed']} failed",
+    "window_share": lambda i: (
+        f"path {i['path']}; {i['gflop_per_window']} GFLOP a {i['tokens']}-token window; {i['rounds']} rounds, "
+        f"peaks {i['peak_per_round']}"
+    ),
     "cpu_peak": lambda i: (
         f"{i['threads']} threads, best of sizes {i['sizes']}; instruction-set caps: "
         + (", ".join(f"{k}={v}" for k, v in i["caps"].items()) or "none")

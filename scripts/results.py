@@ -414,6 +414,39 @@ def cpu_peak_record(
     )
 
 
+def window_share_record(
+    result: dict, table: str, system: str, command: str, commit: str | None, note: str | None, key: str
+) -> Record:
+    """A record of one path of `window_share.py`: its model call's share of its precision's matmul peak in its own
+    runtime, on 256-token windows in batches (and alone)."""
+    row = result["paths"][key]
+    return _measured_here(
+        commit,
+        table=table,
+        system=system,
+        metric=f"share of the {row['runtime']} {row['precision']} matmul peak, batches of {result['batch']}",
+        value=row["share_batch"],
+        others={
+            "GFLOP/s": row["gflops_batch"],
+            "peak GFLOP/s": row["peak_gflops"],
+            "share, one window": row["share_one"],
+            "ms, one window": row["one_window_ms"],
+        },
+        command=command,
+        note=note,
+        **generated(
+            {
+                "template": "window_share",
+                "path": key,
+                "gflop_per_window": row["gflop_per_window"],
+                "tokens": result["tokens"],
+                "rounds": result["rounds"],
+                "peak_per_round": row["peak_per_round"],
+            }
+        ),
+    )
+
+
 def memory_record(
     result: dict,
     table: str,
@@ -811,7 +844,10 @@ def main() -> int:
     cpu_peak = sub.add_parser("cpu-peak", help="write bench/results/<id>.json from one cpu_peaks.py figure")
     cpu_peak.add_argument("result", type=Path, help="bench/out/cpu_peaks*.json")
     cpu_peak.add_argument("--key", required=True, help="the runtime and precision, e.g. 'openvino int8'")
-    for measured in (ratio, peak, memory, parity, cpu_peak):
+    window_share = sub.add_parser("window-share", help="write bench/results/<id>.json from one window_share.py path")
+    window_share.add_argument("result", type=Path, help="bench/out/window_share*.json")
+    window_share.add_argument("--key", required=True, help="the export path, e.g. openvino_int8")
+    for measured in (ratio, peak, memory, parity, cpu_peak, window_share):
         measured.add_argument("--table", required=True)
         measured.add_argument("--system", required=True)
         measured.add_argument("--command", dest="run_command", required=True)
@@ -923,7 +959,7 @@ def main() -> int:
         r = serving_record(result, args.table, args.system, args.run_command, args.note)
         return _write(r, args.id)
 
-    if args.command in ("headline", "peak", "memory", "parity", "cpu-peak"):
+    if args.command in ("headline", "peak", "memory", "parity", "cpu-peak", "window-share"):
         result = json.loads(args.result.read_text(encoding="utf-8"))
         makers = {
             "headline": headline_record,
@@ -931,10 +967,11 @@ def main() -> int:
             "memory": memory_record,
             "parity": parity_record,
             "cpu-peak": cpu_peak_record,
+            "window-share": window_share_record,
         }
         maker = makers[args.command]
         extra = {"case": args.case, "against": args.against} if args.command == "memory" else {}
-        extra = {"key": args.key} if args.command == "cpu-peak" else extra
+        extra = {"key": args.key} if args.command in ("cpu-peak", "window-share") else extra
         r = maker(result, args.table, args.system, args.run_command, args.commit, args.note, **extra)
         return _write(r, args.id)
 
