@@ -1,6 +1,6 @@
 """The matmul peaks of this CPU on 2 threads, fp32 and int8, in each runtime an export path runs on.
 
-    .venv/bin/python bench/cpu_peaks.py [--sizes 1024 2048] [--out bench/out/cpu_peaks.json]
+    .venv/bin/python bench/cpu_peaks.py [--sizes 512 1024 2048] [--out bench/out/cpu_peaks.json]
 
 What an export path's speed is judged against: its precision's peak in its own runtime, on this CPU kind.
 - PyTorch: `torch.mm` (fp32) and `torch._int_mm` (int8 x int8 -> int32);
@@ -118,7 +118,7 @@ RUNTIMES = {"pytorch": torch_calls, "onnxruntime": onnxruntime_calls, "openvino"
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="*", default=[1024, 2048])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[512, 1024, 2048])
     parser.add_argument("--runtimes", nargs="*", default=list(RUNTIMES), choices=list(RUNTIMES))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "cpu_peaks.json")
     args = parser.parse_args()
