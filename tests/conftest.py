@@ -84,24 +84,28 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer_dir(tmp_path_factory) -> Path:
-    """A BERT-style fast tokenizer trained on the fly (whitespace words, [CLS]/[SEP])."""
+    """A BERT-style fast tokenizer (whitespace words, [CLS]/[SEP]), trained once (`tiny.trained_once`)."""
+    from tiny import trained_once
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    corpus = [
-        "aa bb cc dd ee ff",
-        "Either party may terminate on thirty days notice.",
-        "Aspirin relieved the migraine.",
-    ]
-    tok.train_from_iterator(
-        corpus, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    )
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
+    def train() -> Tokenizer:
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        corpus = [
+            "aa bb cc dd ee ff",
+            "Either party may terminate on thirty days notice.",
+            "Aspirin relieved the migraine.",
+        ]
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+        )
+        return tok
+
+    tok = trained_once("wordpiece_words", train)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         unk_token="[UNK]",

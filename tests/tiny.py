@@ -1,11 +1,31 @@
-"""Tiny models built from config, with tokenizers trained on the fly: fast, offline tests."""
+"""Tiny models built from config, with tokenizers trained on the embedded sample: fast, offline tests."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.data.sample import SAMPLE_FILES
+
+# Tokenizers trained on the sample once and kept here. The trainers break ties between equally frequent pairs in
+# a per-process hash order, so a tokenizer trained anew differed from process to process (its vocabulary and its
+# ids), and with it every tiny model's training: a fixture that reached span F1 1.0 in most runs reached 0.94 in one.
+TOKENIZERS = Path(__file__).resolve().parent / "fixtures" / "tokenizers"
+
+
+def trained_once(name: str, train: Callable[[], object]):
+    """The tokenizer kept as fixtures/tokenizers/<name>.json, trained by `train()` and kept there if missing."""
+    from tokenizers import Tokenizer
+
+    path = TOKENIZERS / f"{name}.json"
+    if not path.is_file():
+        TOKENIZERS.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        train().save(str(partial))
+        os.replace(partial, path)  # whole or absent: workers may train it at once
+    return Tokenizer.from_file(str(path))
 
 
 def sample_texts() -> list[str]:
@@ -24,15 +44,19 @@ def make_tiny_bert(
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=not cased, strip_accents=False if cased else None)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(sample_texts(), trainers.WordPieceTrainer(vocab_size=600, special_tokens=specials))
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
+    def train() -> Tokenizer:
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=not cased, strip_accents=False if cased else None)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        tok.train_from_iterator(sample_texts(), trainers.WordPieceTrainer(vocab_size=600, special_tokens=specials))
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+        )
+        return tok
+
+    tok = trained_once(f"wordpiece_{'cased' if cased else 'uncased'}", train)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         unk_token="[UNK]",
@@ -72,19 +96,24 @@ def make_tiny_llama(directory: Path, hidden: int = 64, layers: int = 2) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    prompts = [
-        "Extract the spans of these labels, copied verbatim from the text: Chemical, Disease.\nText:\nSpans:\nnone\n"
-    ] * 20
-    tok.train_from_iterator(
-        sample_texts() + prompts,
-        trainers.BpeTrainer(
-            vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        ),
-    )
+    def train() -> Tokenizer:
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        prompts = [
+            "Extract the spans of these labels, copied verbatim from the text: Chemical, Disease.\nText:\nSpans:\n"
+            "none\n"
+        ] * 20
+        tok.train_from_iterator(
+            sample_texts() + prompts,
+            trainers.BpeTrainer(
+                vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            ),
+        )
+        return tok
+
+    tok = trained_once("byte_bpe", train)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
@@ -122,22 +151,26 @@ def make_tiny_roberta(directory: Path, hidden: int = 64, layers: int = 2, max_to
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
-    tok.decoder = decoders.ByteLevel()
-    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-    tok.train_from_iterator(
-        sample_texts(),
-        trainers.BpeTrainer(
-            vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        ),
-    )
-    tok.post_processor = processors.RobertaProcessing(
-        sep=("</s>", tok.token_to_id("</s>")),
-        cls=("<s>", tok.token_to_id("<s>")),
-        trim_offsets=True,
-        add_prefix_space=True,
-    )
+    def train() -> Tokenizer:
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        tok.decoder = decoders.ByteLevel()
+        specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+        tok.train_from_iterator(
+            sample_texts(),
+            trainers.BpeTrainer(
+                vocab_size=900, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            ),
+        )
+        tok.post_processor = processors.RobertaProcessing(
+            sep=("</s>", tok.token_to_id("</s>")),
+            cls=("<s>", tok.token_to_id("<s>")),
+            trim_offsets=True,
+            add_prefix_space=True,
+        )
+        return tok
+
+    tok = trained_once("byte_bpe_roberta", train)
     fast = RobertaTokenizerFast(
         tokenizer_object=tok,
         bos_token="<s>",
