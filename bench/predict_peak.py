@@ -12,7 +12,7 @@ user types (a new process: imports, loading and compiling included). Reports med
 document (2 x parameters outside the embeddings per token, plus the attention products, over the windows'
 real tokens: padding is not counted as work), the achieved GFLOP/s, and the largest rate a plain matmul of
 the artifact's precision reaches here, measured in every round beside the modes (PyTorch: bf16 or fp32 `mm`,
-int8 `_int_mm`, at 1024-4096 square, median of 5): each mode's share of the best round's peak, and the
+int8 `_int_mm`, at 1024-4096 square, `cpu_peaks.rate`: median of 7): each mode's share of the best round's peak, and the
 median of its shares of its own round's peak. Every mode's spans must equal the first mode's. Run it alone:
 a busy core changes the figures several-fold.
 """
@@ -30,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from cpu_peaks import rate, torch_calls  # noqa: E402
 
 from toolkit.hardware import benchmark_header  # noqa: E402
 from toolkit.infer import load_predictor  # noqa: E402
@@ -49,27 +51,10 @@ def document_flops(config, outside_embeddings: int, windows) -> float:
 
 
 def matmul_peak(precision: str) -> tuple[float, int]:
-    """(best GFLOP/s, its size) of a square matmul in `precision` (int8: GOP/s of int8 x int8 -> int32)."""
-    import torch
-
-    best = (0.0, 0)
-    for n in (1024, 2048, 4096):
-        if precision.startswith("int8"):
-            a = torch.randint(-100, 100, (n, n), dtype=torch.int8)
-            b = torch.randint(-100, 100, (n, n), dtype=torch.int8)
-            call = torch._int_mm
-        else:
-            dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-            a, b, call = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype), torch.mm
-        call(a, b)
-        times = []
-        for _ in range(5):
-            started = time.perf_counter()
-            call(a, b)
-            times.append(time.perf_counter() - started)
-        rate = 2 * n**3 / statistics.median(times) / 1e9
-        best = max(best, (rate, n))
-    return best
+    """(best GFLOP/s, its size) of a square PyTorch matmul in `precision` (int8: GOP/s of int8 x int8 -> int32),
+    timed as `cpu_peaks.rate` times it."""
+    key = "int8" if precision.startswith("int8") else precision if precision == "bf16" else "fp32"
+    return max((rate(torch_calls(n)[key], n), n) for n in (1024, 2048, 4096))
 
 
 def predict_all(predictor, texts: list[str]) -> tuple[float, list]:
