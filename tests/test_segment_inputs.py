@@ -456,8 +456,10 @@ def test_a_dry_run_estimates_each_stage_from_a_few_timed_steps(tiny_bert, tmp_pa
     recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
     cost = plan_recipe(recipe)["cost_estimate"]
     assert set(cost["stages"]) == {"linear_prior", "fold_0", "fold_1", "fold_2", "refit", "dev_scoring"}
-    assert cost["epochs"] == {"low": 2.0, "high": 4.0, "steps_per_epoch": cost["epochs"]["steps_per_epoch"]}
-    assert all(0 <= v["low"] <= v["high"] for v in cost["stages"].values())
+    # 8 documents an encoder: the prior expects a stop past the cap of 4 (expected_stop), so the cap
+    epochs = {"low": 2.0, "expected": 4.0, "high": 4.0, "steps_per_epoch": cost["epochs"]["steps_per_epoch"]}
+    assert cost["epochs"] == epochs
+    assert all(0 <= v["low"] <= v["expected"] <= v["high"] for v in cost["stages"].values())
     assert all(cost["stages"][stage]["low"] > 0 for stage in ("fold_0", "refit"))
     assert cost["seconds"]["low"] < cost["seconds"]["high"] and cost["precision"] == "fp32"
     assert set(cost["timed"]) == {"step_seconds", "step_seconds_seen_inputs", "scoring_seconds_per_input"}
@@ -474,6 +476,30 @@ def test_a_dry_run_estimates_each_stage_from_a_few_timed_steps(tiny_bert, tmp_pa
 
 
 UNITS = {"step_seconds": 1.0, "step_seconds_seen_inputs": 0.5, "scoring_seconds_per_input": 0.01}
+
+
+def test_the_expected_stop_falls_with_the_documents_and_keeps_within_the_patience_and_the_cap(tiny_bert, tmp_path):
+    """The point estimate's epochs (`expected`): fewer the more documents an encoder trains on, never below
+    patience + 1 nor above the cap; the refit trains for the expected best epoch, the stop less the patience."""
+    from toolkit.registry.recipe_loader import load_recipe
+    from toolkit.tasks.segments.cost import epoch_range, estimate, expected_stop, sizes_of
+    from toolkit.tasks.segments.method import SegmentClassification
+
+    assert expected_stop(20) > expected_stop(80) > expected_stop(300) > 1
+    overrides = [f"model.name={tiny_bert}", f"output_dir={tmp_path}", *SEGMENT_RUN]
+    overrides += ["segments.thresholds=cross_fitted", "train.epochs=20", "train.early_stopping_patience=3"]
+    recipe = load_recipe(REPO / "recipes" / "demo_segments_mlm.yaml", overrides)
+    assert epoch_range(recipe, 20, 20)[1] == round(expected_stop(20)) and epoch_range(recipe, 20, 20)[2] == 20
+    assert epoch_range(recipe, 20, 10**6)[1] == 4.0  # patience + 1 at least
+    assert epoch_range(recipe, 6, 10)[1] == 6  # the cap at most
+    no_patience = recipe.model_copy(update={"train": recipe.train.model_copy(update={"early_stopping_patience": None})})
+    assert epoch_range(no_patience, 20, 20) == (20, 20, 20)
+    sizes = sizes_of(recipe, SegmentClassification().prepare(recipe, fit_linear=False), 120)  # 64 an encoder
+    cost = estimate(recipe, sizes, UNITS, 5.0)
+    stop, steps = cost["epochs"]["expected"], cost["epochs"]["steps_per_epoch"]
+    assert 4 <= stop < 20 and cost["seconds"]["low"] < cost["seconds"]["expected"] < cost["seconds"]["high"]
+    # the refit: every document, the expected best epoch (stop - 3), the first epoch fresh and the rest seen
+    assert cost["stages"]["refit"]["expected"] == pytest.approx(steps * (1.0 + (stop - 4) * 0.5), rel=0.05)
 
 
 def test_a_budget_lowers_the_epoch_cap_then_gives_up_cross_fitting_and_says_so(tiny_bert, tmp_path):

@@ -87,10 +87,12 @@ def print_plan(plan: dict) -> None:
     print(json.dumps(plan, indent=2))
     if "cost_estimate" in plan:
         cost = plan["cost_estimate"]
-        low, high = (round(cost["seconds"][k] / 60, 1) for k in ("low", "high"))
+        low, expected, high = (round(cost["seconds"][k] / 60, 1) for k in ("low", "expected", "high"))
+        epochs = cost["epochs"]
         err_console.print(
-            f"estimate: {low}-{high} minutes on {cost['cpu']} in {cost['precision']} "
-            f"({cost['epochs']['low']:g}-{cost['epochs']['high']:g} epochs; {cost['low_and_high']})",
+            f"estimate: {expected} minutes expected, {low}-{high} at the extremes, on {cost['cpu']} in "
+            f"{cost['precision']} ({epochs['expected']:g} epochs expected, {epochs['low']:g}-{epochs['high']:g} at "
+            f"the extremes; {cost['low_and_high']})",
             soft_wrap=True,
             markup=False,
         )
