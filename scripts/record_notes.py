@@ -45,6 +45,15 @@ def _throughput(i: dict) -> str:
     return text + (f"; {epoch:.1%} padding over an epoch" if epoch is not None else "")
 
 
+def _estimate(i: dict) -> str:
+    off = i["expected"] / i["wall"] - 1
+    return (
+        f"the dry run expected {i['expected']:.0f} s for this plan ({i['low']:.0f}-{i['high']:.0f} s at the extremes, "
+        f"{i['expected_epochs']:g} epochs expected); the run took {i['wall']:.0f} s, so the expected figure is "
+        f"{abs(off):.0%} {'above' if off >= 0 else 'below'} it"
+    )
+
+
 # template name -> the sentence from its inputs
 TEMPLATES: dict[str, Callable[[dict], str]] = {
     "combination": _combination,
@@ -72,6 +81,7 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
         f"{i['thresholds']}; whole path {i['seconds_whole']} s"
     ),
     "throughput": _throughput,
+    "estimate": _estimate,
 }
 
 
@@ -134,6 +144,11 @@ def _against_figures(e: dict, r: dict) -> list[str]:
         unlabelled = (r.get("others") or {}).get("unlabelled docs")
         if unlabelled is not None and unlabelled != e["unlabelled"]:
             problems.append(f"the sentence gives {e['unlabelled']} unlabelled documents, others {unlabelled}")
+    if e["template"] == "estimate":
+        others = r.get("others") or {}
+        for key, figure in (("wall", "wall seconds"), ("expected", "expected s")):
+            if others.get(figure) is not None and others[figure] != e[key]:
+                problems.append(f"the sentence gives {key} {e[key]}, others[{figure!r}] {others[figure]}")
     return problems
 
 

@@ -11,6 +11,7 @@ is typed by hand.
     python scripts/results.py memory bench/out/long_document.json --case single_100mb --table ... --id ... --command ...
     python scripts/results.py parity bench/out/long_document_parity_demo.json --table ... --id ... --command ...
     python scripts/results.py cpu-peak bench/out/cpu_peaks.json --key "openvino int8" --table ... --id ... --command ...
+    python scripts/results.py record RUN_DIR ... --estimate RUN_DIR.plan.json   # beside the dry run's estimate
     python scripts/results.py page            # rewrite docs/results.md and the README's headline table
     python scripts/results.py page --check    # exit 1 when either differs from the records (a fast test runs it)
     python scripts/results.py verify          # exit 1 on a record that is not what its generator wrote (CI runs it)
@@ -278,6 +279,25 @@ def record_from_run(run: Path, table: str, system: str, command: str) -> Record:
     )
 
 
+def with_estimate(r: Record, plan: dict) -> Record:
+    """`r` with the dry run's estimate of its plan beside its wall time (issue 75's estimate target): the expected
+    seconds and the range in `others`, and a generated sentence giving how far the expected figure was off."""
+    cost, wall = plan["cost_estimate"], r.others.get("wall seconds")
+    if wall is None:
+        raise SystemExit("the run's metrics.json has no wall_seconds: an estimate is judged against the whole run")
+    seconds = cost["seconds"]
+    entry = {
+        "template": "estimate",
+        **{k: seconds[k] for k in ("low", "expected", "high")},
+        "expected_epochs": cost["epochs"]["expected"],
+        "wall": wall,
+    }
+    others = {**r.others, "expected s": seconds["expected"], "estimate low s": seconds["low"]}
+    others["estimate high s"] = seconds["high"]
+    entries = [*(r.note_inputs or []), entry]
+    return r.model_copy(update={"others": others, **generated(*entries)})
+
+
 def _budget(budget: dict | None) -> dict | None:
     """What a record keeps of run.budget: the budget, the plan, what it gave up, where the deadline stopped it."""
     keys = ("seconds", "estimate_as_written", "plan", "gave_up", "reserved_seconds", "stopped_at_deadline")
@@ -533,6 +553,11 @@ def regenerated_problems(r: Record) -> list[str]:
         again = record_from_run(run, r.table, r.system, r.command)
     except SystemExit as e:
         return [f"cannot be written again from {r.source}: {e}"]
+    if any(e["template"] == "estimate" for e in r.note_inputs or []):
+        plan = run.parent / f"{run.name}.plan.json"  # where bench/estimate_check.sh writes it
+        if not plan.is_file():
+            return []
+        again = with_estimate(again, json.loads(plan.read_text(encoding="utf-8")))
     return [
         f"{k} is {getattr(r, k)!r}; {r.source} gives {getattr(again, k)!r}"
         for k in REGENERATED
@@ -808,6 +833,9 @@ def main() -> int:
     rec.add_argument("--id", help="file name (default: the run directory's name)")
     rec.add_argument("--headline", action="store_true", help="also show it in the README's table")
     rec.add_argument("--note")
+    rec.add_argument(
+        "--estimate", type=Path, help="the run's `toolkit run --dry-run` plan (JSON): its expected wall time beside"
+    )
     timing = sub.add_parser("timing", help="write bench/results/<id>.json for a measured wall time")
     timing.add_argument("--table", required=True)
     timing.add_argument("--system", required=True)
@@ -883,6 +911,8 @@ def main() -> int:
     if args.command == "record":
         r = record_from_run(args.run, args.table, args.system, args.run_command)
         r.headline, r.note = args.headline, args.note
+        if args.estimate:
+            r = with_estimate(r, json.loads(args.estimate.read_text(encoding="utf-8")))
         return _write(r, args.id or args.run.name)
 
     if args.command == "verify":

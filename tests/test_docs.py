@@ -573,6 +573,25 @@ def test_verify_passes_the_records_and_fails_on_a_sentence_that_disagrees_with_i
     assert any(line.endswith("unknown_commit.json: commit 0000000: not a commit of this repository") for line in lines)
 
 
+def test_an_estimate_record_says_how_far_the_dry_runs_expected_figure_was_from_the_whole_run():
+    """`results.py record --estimate PLAN`: the dry run's expected seconds and range beside the run's wall time,
+    with a generated sentence that verify checks against those figures."""
+    from scripts.record_notes import field_problems
+
+    source = results.Record(**json.loads((REPO / "bench" / "results" / "cuad4_default.json").read_text()))
+    plan = {"cost_estimate": {"seconds": {"low": 1500.0, "expected": 2300.0, "high": 3000.0}, "epochs": {"expected": 7}}}
+    r = results.with_estimate(source, plan)
+    wall = source.others["wall seconds"]
+    assert r.others["expected s"] == 2300.0 and r.others["wall seconds"] == wall
+    off = 2300.0 / wall - 1
+    assert f"the run took {wall:.0f} s, so the expected figure is {abs(off):.0%} " in r.generated_note
+    assert r.generated_note.startswith(source.generated_note)  # the run's own sentence kept, this one after it
+    record = json.loads(r.model_dump_json())
+    assert field_problems(record) == []
+    edited = {**record, "others": {**record["others"], "expected s": 2000.0}}
+    assert field_problems(edited) == ["the sentence gives expected 2300.0, others['expected s'] 2000.0"]
+
+
 # Slow tier (issue 76): trains a segment run to write a record again from it; verify's checks of records alone stay
 # fast.
 @pytest.mark.slow
