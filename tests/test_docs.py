@@ -579,7 +579,8 @@ def test_an_estimate_record_says_how_far_the_dry_runs_expected_figure_was_from_t
     from scripts.record_notes import field_problems
 
     source = results.Record(**json.loads((REPO / "bench" / "results" / "cuad4_default.json").read_text()))
-    plan = {"cost_estimate": {"seconds": {"low": 1500.0, "expected": 2300.0, "high": 3000.0}, "epochs": {"expected": 7}}}
+    seconds = {"low": 1500.0, "expected": 2300.0, "high": 3000.0}
+    plan = {"cost_estimate": {"seconds": seconds, "epochs": {"expected": 7}}}
     r = results.with_estimate(source, plan)
     wall = source.others["wall seconds"]
     assert r.others["expected s"] == 2300.0 and r.others["wall seconds"] == wall

@@ -96,10 +96,10 @@ def time_linear(recipe: SegmentClassificationRecipe, p: SegmentPrepared, documen
 
 # The epoch at which a clause encoder stops at its plateau, E(d) = STOP_SCALE * d ** -STOP_EXPONENT for d training
 # documents per encoder: fewer epochs the more documents an epoch holds. Fitted (issue 75) before any run it is
-# judged on, through the mean stop of each of the two groups recorded at the recipe's cap of 20, patience 3 and learning rate 1e-4
-# on sets other than the two the estimate target names: confirm_ip_35_cross_fitted's three folds (about 19
-# documents each) and cuad4_default / cuad4_all_layers and confirm_liability_408_cross_fitted (a held-out quarter,
-# about 250-300 documents). A prior, not a measurement of this data: `low` and `high` bound it.
+# judged on, through the mean stop of each of two groups of records at the recipe's cap of 20, patience 3 and
+# learning rate 1e-4, on sets other than the two the estimate target names: confirm_ip_35_cross_fitted's three
+# folds (about 19 documents each) and cuad4_default / cuad4_all_layers and confirm_liability_408_cross_fitted (a
+# held-out quarter, about 250-300 documents). A prior, not a measurement of this data: `low` and `high` bound it.
 STOP_SCALE, STOP_EXPONENT = 34.9, 0.305
 
 
