@@ -49,17 +49,26 @@ def rate(call: Callable[[], object], n: int) -> float:
     return 2 * n**3 / statistics.median(times) / 1e9
 
 
-def torch_calls(n: int) -> dict[str, Callable[[], object]]:
+# The precisions this script reports. Each runtime's builder makes only the calls it is asked for (a caller that
+# wants one peak does not allocate or compile the others); PyTorch also builds bf16, predict_peak's bf16 peak.
+PRECISIONS = ("fp32", "int8")
+
+
+def torch_calls(n: int, precisions: tuple[str, ...] = PRECISIONS) -> dict[str, Callable[[], object]]:
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    ha, hb = a.bfloat16(), b.bfloat16()
-    qa, qb = (torch.randint(-100, 100, (n, n), dtype=torch.int8) for _ in range(2))
-    # bf16: what predict_peak judges a bf16 path against; this script reports fp32 and int8.
-    return {"fp32": lambda: torch.mm(a, b), "bf16": lambda: torch.mm(ha, hb), "int8": lambda: torch._int_mm(qa, qb)}
+    def build(precision: str) -> Callable[[], object]:
+        if precision == "int8":
+            qa, qb = (torch.randint(-100, 100, (n, n), dtype=torch.int8) for _ in range(2))
+            return lambda: torch._int_mm(qa, qb)
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        return lambda: torch.mm(a, b)
+
+    return {p: build(p) for p in precisions}
 
 
-def onnxruntime_calls(n: int) -> dict[str, Callable[[], object]]:
+def onnxruntime_calls(n: int, precisions: tuple[str, ...] = PRECISIONS) -> dict[str, Callable[[], object]]:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
@@ -78,18 +87,24 @@ def onnxruntime_calls(n: int) -> dict[str, Callable[[], object]]:
         options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
         return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
-    fp32 = session("MatMul", TensorProto.FLOAT, rng.standard_normal((n, n), dtype=np.float32), [])
-    zero_points = [
-        numpy_helper.from_array(np.array(128, np.uint8), "az"),
-        numpy_helper.from_array(np.array(0, np.int8), "wz"),
-    ]
-    int8 = session("MatMulInteger", TensorProto.UINT8, rng.integers(-100, 100, (n, n), dtype=np.int8), zero_points)
-    a = {"a": rng.standard_normal((n, n), dtype=np.float32)}
-    qa = {"a": rng.integers(0, 255, (n, n), dtype=np.uint8)}
-    return {"fp32": lambda: fp32.run(None, a), "int8": lambda: int8.run(None, qa)}
+    def build(precision: str) -> Callable[[], object]:
+        if precision == "fp32":
+            fp32 = session("MatMul", TensorProto.FLOAT, rng.standard_normal((n, n), dtype=np.float32), [])
+            a = {"a": rng.standard_normal((n, n), dtype=np.float32)}
+            return lambda: fp32.run(None, a)
+        zero_points = [
+            numpy_helper.from_array(np.array(128, np.uint8), "az"),
+            numpy_helper.from_array(np.array(0, np.int8), "wz"),
+        ]
+        weights = rng.integers(-100, 100, (n, n), dtype=np.int8)
+        int8 = session("MatMulInteger", TensorProto.UINT8, weights, zero_points)
+        qa = {"a": rng.integers(0, 255, (n, n), dtype=np.uint8)}
+        return lambda: int8.run(None, qa)
+
+    return {p: build(p) for p in precisions}
 
 
-def openvino_calls(n: int) -> dict[str, Callable[[], object]]:
+def openvino_calls(n: int, precisions: tuple[str, ...] = PRECISIONS) -> dict[str, Callable[[], object]]:
     import openvino as ov
     import openvino.opset13 as ops
 
@@ -109,9 +124,9 @@ def openvino_calls(n: int) -> dict[str, Callable[[], object]]:
         model = ov.Model([ops.matmul(x, y, False, False)], [a])
         return core.compile_model(model, "CPU", config).create_infer_request()
 
-    fp32, int8 = compiled(False), compiled(True)
     feed = {"a": rng.standard_normal((n, n)).astype(np.float32)}
-    return {"fp32": lambda: fp32.infer(feed), "int8": lambda: int8.infer(feed)}
+    requests = {p: compiled(p == "int8") for p in precisions}
+    return {p: (lambda r=r: r.infer(feed)) for p, r in requests.items()}
 
 
 RUNTIMES = {"pytorch": torch_calls, "onnxruntime": onnxruntime_calls, "openvino": openvino_calls}
@@ -137,8 +152,6 @@ def main() -> None:
     for runtime in args.runtimes:
         for n in args.sizes:
             for precision, call in RUNTIMES[runtime](n).items():
-                if precision not in ("fp32", "int8"):
-                    continue
                 gflops = rate(call, n)
                 key = f"{runtime} {precision}"
                 if gflops > peaks.get(key, {}).get("gflops", 0.0):

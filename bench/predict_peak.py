@@ -53,8 +53,8 @@ def document_flops(config, outside_embeddings: int, windows) -> float:
 def matmul_peak(precision: str) -> tuple[float, int]:
     """(best GFLOP/s, its size) of a square PyTorch matmul in `precision` (int8: GOP/s of int8 x int8 -> int32),
     timed as `cpu_peaks.rate` times it."""
-    key = "int8" if precision.startswith("int8") else precision if precision == "bf16" else "fp32"
-    return max((rate(torch_calls(n)[key], n), n) for n in (1024, 2048, 4096))
+    key = "int8" if precision.startswith("int8") else "bf16" if precision == "bf16" else "fp32"
+    return max((rate(torch_calls(n, (key,))[key], n), n) for n in (1024, 2048, 4096))
 
 
 def predict_all(predictor, texts: list[str]) -> tuple[float, list]:

@@ -58,7 +58,7 @@ def median_seconds(call, calls: int = 15, warm: int = 3) -> float:
 
 
 def peak(runtime: str, precision: str) -> float:
-    return max(rate(RUNTIMES[runtime](n)[precision], n) for n in PEAK_SIZES)
+    return max(rate(RUNTIMES[runtime](n, (precision,))[precision], n) for n in PEAK_SIZES)
 
 
 def main() -> None:
