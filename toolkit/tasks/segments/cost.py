@@ -203,7 +203,8 @@ def estimate(
         "timed": {k: round(v, 4) for k, v in units.items()},
         "low_and_high": "low: every encoder stops as soon as its patience allows; high: every one runs to the epoch "
         "cap; expected: each stops where the clause runs recorded before stopped for its number of training "
-        "documents (a prior); setup, saving and the curve's evaluations are not included",
+        "documents (a prior); each epoch's evaluation is counted at the timed scoring rate, but setup, checkpoint "
+        "saving and the evaluation's metrics are not",
     }
 
 
